@@ -1,0 +1,135 @@
+// C thunks for versions, the index, its counters and logging.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "capi_support.h"
+#include "handles.h"
+#include "log.h"
+#include "version.h"
+
+using sci::capi::Fail;
+using sci::capi::Failf;
+using sci::capi::Guard;
+using sci::capi::HasStructSize;
+using sci::capi::ToView;
+
+extern "C" {
+
+uint32_t sci_abi_version(void) { return SCI_ABI_VERSION; }
+
+const char* sci_version(void) { return SCI_VERSION_STRING; }
+
+sci_status sci_index_new(const sci_index_options* opts, sci_index** out) {
+  return Guard("sci_index_new", [&] {
+    if (out == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: out is NULL");
+    *out = nullptr;
+    sci::IndexOptions options;
+    if (opts != nullptr) {
+      if (!HasStructSize(opts->struct_size, SCI_FIELD_END(sci_index_options, max_entries))) {
+        return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: opts->struct_size %u is too small (need >= %u)",
+                     opts->struct_size, SCI_FIELD_END(sci_index_options, max_entries));
+      }
+      if (opts->max_entries != 0) options.max_entries = opts->max_entries;
+    }
+    *out = new sci_index(options);
+    return SCI_OK;
+  });
+}
+
+void sci_index_free(sci_index* index) { delete index; }
+
+void sci_index_clear(sci_index* index) {
+  if (index == nullptr) return;
+  sci::capi::GuardVoid("sci_index_clear", [&] { index->impl.Clear(); });
+}
+
+sci_status sci_index_apply_events(sci_index* index, uint64_t sequence, const sci_event* events, size_t n_events) {
+  return Guard("sci_index_apply_events", [&] {
+    if (index == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_apply_events: index is NULL");
+    if (events == nullptr && n_events > 0) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_apply_events: events is NULL but n_events > 0");
+    }
+    // Validate everything before applying anything: a bad argument changes nothing.
+    std::vector<sci::Event> converted(n_events);
+    for (size_t i = 0; i < n_events; ++i) {
+      const sci_event& in = events[i];
+      sci::Event& event = converted[i];
+      if (!ToView(in.object_key, &event.object_key) || !ToView(in.group_id, &event.group_id) ||
+          !ToView(in.tenant_id, &event.tenant_id) || !ToView(in.medium, &event.medium)) {
+        return Failf(SCI_ERR_INVALID_ARGUMENT,
+                     "sci_index_apply_events: events[%d] has a string with a NULL ptr and a non-zero len", i);
+      }
+      switch (in.kind) {
+        case SCI_EVENT_STORED: event.kind = sci::EventKind::kStored; break;
+        case SCI_EVENT_REMOVED: event.kind = sci::EventKind::kRemoved; break;
+        case SCI_EVENT_ALL_CLEARED: event.kind = sci::EventKind::kAllCleared; break;
+        default: event.kind = sci::EventKind::kIgnored; break;  // counted, per the semantics
+      }
+    }
+    index->impl.ApplyBatch(sequence, converted);
+    return SCI_OK;
+  });
+}
+
+sci_status sci_index_contains(const sci_index* index, sci_str tenant_id, sci_str object_key, bool* present) {
+  return Guard("sci_index_contains", [&] {
+    if (index == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_contains: index is NULL");
+    if (present == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_contains: present is NULL");
+    std::string_view tenant, key;
+    if (!ToView(tenant_id, &tenant)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_contains: tenant_id has a NULL ptr and a non-zero len");
+    }
+    if (!ToView(object_key, &key)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_contains: object_key has a NULL ptr and a non-zero len");
+    }
+    *present = index->impl.Contains(tenant, key);
+    return SCI_OK;
+  });
+}
+
+sci_status sci_index_stats(const sci_index* index, sci_stats* stats) {
+  return Guard("sci_index_stats", [&] {
+    if (index == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_stats: index is NULL");
+    if (stats == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_stats: stats is NULL");
+    if (!HasStructSize(stats->struct_size, SCI_FIELD_END(sci_stats, fast_path_hits))) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_index_stats: stats->struct_size %u is too small (need >= %u)",
+                   stats->struct_size, SCI_FIELD_END(sci_stats, fast_path_hits));
+    }
+    const sci::Stats s = index->impl.GetStats();
+    sci_stats out{};
+    out.struct_size = stats->struct_size;
+    out.keys = s.keys;
+    out.groups = s.groups;
+    out.verified_groups = s.verified_groups;
+    out.batches_applied = s.batches_applied;
+    out.events_applied = s.events_applied;
+    out.duplicate_batches = s.duplicate_batches;
+    out.sequence_gaps = s.sequence_gaps;
+    out.clears = s.clears;
+    out.malformed_messages = s.malformed_messages;
+    out.ignored_events = s.ignored_events;
+    out.capacity_refusals = s.capacity_refusals;
+    out.last_sequence = s.last_sequence;
+    out.has_sequence = s.has_sequence;
+    out.subscriber_connected = s.subscriber_connected;
+    out.subscriber_connects = s.subscriber_connects;
+    out.subscriber_disconnects = s.subscriber_disconnects;
+    out.messages_received = s.messages_received;
+    out.queries = s.queries;
+    out.pages_checked = s.pages_checked;
+    out.page_hits = s.page_hits;
+    out.fast_path_hits = s.fast_path_hits;
+    // Write only what the caller's struct holds; fields a newer caller knows
+    // and we do not are zeroed.
+    const size_t caller_size = stats->struct_size;
+    std::memcpy(stats, &out, std::min(caller_size, sizeof out));
+    if (caller_size > sizeof out) std::memset(reinterpret_cast<char*>(stats) + sizeof out, 0, caller_size - sizeof out);
+    return SCI_OK;
+  });
+}
+
+void sci_set_log_callback(sci_log_fn fn, void* user) { sci::SetLogCallback(fn, user); }
+
+}  // extern "C"

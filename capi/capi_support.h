@@ -1,0 +1,65 @@
+// What every C thunk needs: the thread's last-error message, the guard that
+// keeps C++ exceptions from crossing the boundary, and checked conversions
+// of the C argument types. Thunks stay thin; the work happens in src/.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <new>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+#include "shared_cache_index.h"
+
+namespace sci::capi {
+
+// Records `message` as this thread's last error and returns `status`.
+sci_status Fail(sci_status status, std::string_view message);
+
+template <typename... Args>
+sci_status Failf(sci_status status, const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return Fail(status, absl::StrFormat(format, args...));
+}
+
+// Runs `body` (which returns a sci_status) and turns any exception into a
+// status and a message naming the entry point.
+template <typename Body>
+sci_status Guard(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Failf(SCI_ERR_NO_MEMORY, "%s: out of memory", function);
+  } catch (const std::exception& e) {
+    return Failf(SCI_ERR_INTERNAL, "%s: internal error: %s", function, e.what());
+  } catch (...) {
+    return Failf(SCI_ERR_INTERNAL, "%s: internal error: unknown exception", function);
+  }
+}
+
+// For entry points that return nothing: failures are recorded, not returned.
+template <typename Body>
+void GuardVoid(const char* function, Body&& body) noexcept {
+  (void)Guard(function, [&] {
+    body();
+    return SCI_OK;
+  });
+}
+
+// A sci_str as a view; false when it has a NULL pointer and a length.
+inline bool ToView(sci_str s, std::string_view* out) {
+  if (s.ptr == nullptr) {
+    *out = {};
+    return s.len == 0;
+  }
+  *out = std::string_view(s.ptr, s.len);
+  return true;
+}
+
+// Whether a caller's versioned struct is large enough to hold the fields up
+// to and including the one that ends at `needed` bytes.
+inline bool HasStructSize(uint32_t struct_size, size_t needed) { return struct_size >= needed; }
+
+}  // namespace sci::capi
+
+// The end of a field within its struct, for HasStructSize.
+#define SCI_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type*)nullptr)->field))

@@ -1,0 +1,292 @@
+/*
+ * shared_cache_index.h — which pages of a prompt are already in the shared
+ * Mooncake KV-cache pool?
+ *
+ * The library keeps an exact index of the physical objects a Mooncake master
+ * reports as stored / removed (object keys, scoped by tenant) and of the
+ * logical groups (SGLang pages) those objects belong to. Its one promise:
+ * every uncertainty (a lost message, a stale publisher, a full index) turns
+ * into a miss, never into a false hit.
+ *
+ * Conventions, for every function below:
+ *   - Functions returning sci_status return SCI_OK (0) on success. On failure
+ *     the index is unchanged and sci_last_error() describes what went wrong
+ *     on the calling thread.
+ *   - Strings are sci_str (pointer + length, not NUL-terminated); `ptr` may be
+ *     NULL only when `len` is 0. The library never keeps a caller's pointer
+ *     after a call returns: it copies what it needs.
+ *   - Every options / stats / result struct starts with `struct_size`, which
+ *     the caller sets to sizeof(the struct) as compiled. The library reads or
+ *     writes only that many bytes, so callers built against an older header
+ *     keep working when fields are appended.
+ *   - Every function may be called concurrently from any number of threads,
+ *     except *_free and *_stop, which must not race with other uses of the
+ *     same handle.
+ *   - No C++ exception and no abort() ever crosses this boundary.
+ *
+ * ABI contract: ../shared/docs/c-api.md (version SCI_ABI_VERSION).
+ */
+#ifndef SHARED_CACHE_INDEX_H
+#define SHARED_CACHE_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions and errors                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Bumped only on an incompatible change to this header. */
+#define SCI_ABI_VERSION 1u
+
+/* SCI_ABI_VERSION of the library actually loaded; compare it with the
+ * macro to detect a header / library mismatch. */
+uint32_t sci_abi_version(void);
+
+/* Library version as "MAJOR.MINOR.PATCH". Static storage: never free it. */
+const char *sci_version(void);
+
+typedef int32_t sci_status;
+#define SCI_OK 0
+#define SCI_ERR_INVALID_ARGUMENT 1 /* NULL / too-small struct_size / bad value */
+#define SCI_ERR_DECODE 2           /* malformed wire message (nothing applied) */
+#define SCI_ERR_IO 3               /* socket or thread could not be set up */
+#define SCI_ERR_NO_MEMORY 4        /* allocation failed (index unchanged) */
+#define SCI_ERR_BUFFER_TOO_SMALL 5 /* an output buffer cannot hold the answer */
+#define SCI_ERR_INTERNAL 6         /* a bug: please report the message */
+
+/* Message of the last call on this thread that did not return SCI_OK, or ""
+ * if none has failed yet. Valid until the next failing call on this thread;
+ * never NULL, never free it. */
+const char *sci_last_error(void);
+
+/* Byte strings crossing the boundary. */
+typedef struct sci_str {
+    const char *ptr;
+    size_t len;
+} sci_str;
+
+typedef struct sci_bytes {
+    const uint8_t *ptr;
+    size_t len;
+} sci_bytes;
+
+/* ------------------------------------------------------------------------ */
+/* The index                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sci_index sci_index;
+
+typedef struct sci_index_options {
+    uint32_t struct_size;
+    /* Most entries (present keys + groups) held at once; 0 = default
+     * (33554432). Beyond it new keys and groups are refused and counted
+     * (capacity_refusals); the index keeps serving and never wipes itself. */
+    uint64_t max_entries;
+} sci_index_options;
+
+/* Creates an empty index. `opts` may be NULL for defaults. On success *out
+ * owns a new index that the caller releases with sci_index_free. */
+sci_status sci_index_new(const sci_index_options *opts, sci_index **out);
+
+/* Releases an index. NULL is a no-op. No other call may use `index`
+ * concurrently, and no subscriber may still be feeding it. */
+void sci_index_free(sci_index *index);
+
+/* Forgets every key, group and the sequence cursor (the next batch is
+ * accepted at any sequence). Counts one clear. NULL is a no-op. */
+void sci_index_clear(sci_index *index);
+
+typedef int32_t sci_event_kind;
+#define SCI_EVENT_STORED 1      /* object_key is now stored */
+#define SCI_EVENT_REMOVED 2     /* object_key is gone (on whatever medium) */
+#define SCI_EVENT_ALL_CLEARED 3 /* every object is gone */
+
+typedef struct sci_event {
+    sci_event_kind kind;  /* any other value is ignored and counted */
+    sci_str object_key;   /* empty: the event is ignored and counted */
+    sci_str group_id;     /* empty = none */
+    sci_str tenant_id;    /* empty = "default" */
+    sci_str medium;       /* may be empty; informational */
+} sci_event;
+
+/* Applies one batch of events published under `sequence`, in order:
+ *   - the first batch (or the first after a clear) is accepted at any
+ *     sequence, including 0;
+ *   - `sequence` equal to the last one applied: a duplicate, ignored;
+ *   - any other sequence than last + 1 (a gap, or a publisher restart):
+ *     everything is cleared first, then the batch is applied.
+ * A stored event with a group id invalidates that group's verification; a
+ * removal with a group id forgets the group; a removal without one drops the
+ * verification of every group. Returns SCI_ERR_INVALID_ARGUMENT (nothing
+ * applied) when `index` is NULL or `events` is NULL with n_events > 0, or a
+ * string has a NULL pointer with a non-zero length. */
+sci_status sci_index_apply_events(sci_index *index, uint64_t sequence,
+                                  const sci_event *events, size_t n_events);
+
+/* Decodes one ZeroMQ multipart message (`n_frames` frames) in any supported
+ * wire format (Mooncake production map events, Mooncake v1 arrays, engine
+ * worker events) and applies it as one batch. A malformed message returns
+ * SCI_ERR_DECODE, is counted in malformed_messages and changes nothing: no
+ * key, no group, no sequence cursor. */
+sci_status sci_index_apply_message(sci_index *index, const sci_bytes *frames,
+                                   size_t n_frames);
+
+/* Sets *present to whether `object_key` is stored for `tenant_id` (empty =
+ * "default"). */
+sci_status sci_index_contains(const sci_index *index, sci_str tenant_id,
+                              sci_str object_key, bool *present);
+
+/* ------------------------------------------------------------------------ */
+/* SGLang HiCache layouts and the page query (the router's hot path)        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sci_layout sci_layout;
+
+typedef int32_t sci_hit_policy;
+#define SCI_HIT_ALL_PAGES 0      /* the pool covers every page */
+#define SCI_HIT_TRAILING_PAGES 1 /* only the last `trailing_pages` pages */
+
+/* An advertised object pool: page keys are "<logical><suffix>" for each
+ * suffix, in order, on the pages the pool covers. */
+typedef struct sci_pool {
+    const sci_str *suffixes;
+    size_t n_suffixes;
+    sci_hit_policy hit_policy;
+    uint32_t trailing_pages;
+} sci_pool;
+
+/* How one model's SGLang workers name their pages (the runtime config they
+ * publish). Fields as in sglang-hicache.md; empty strings mean unset. */
+typedef struct sci_layout_spec {
+    uint32_t struct_size;
+    uint32_t page_size;   /* tokens per page; must be > 0 */
+    uint32_t tp_size;     /* 0 behaves as 1 */
+    uint32_t pp_size;     /* 0 behaves as 1 */
+    uint32_t tp_lcm_size; /* 0 = unset */
+    bool is_mla_model;
+    bool is_eagle;
+    bool should_split_heads;
+    sci_str extra_backend_tag;
+    sci_str key_prefix;
+    sci_str tenant_id; /* tenant the pages are stored under; empty = "default" */
+    const sci_pool *pools; /* NULL / 0 = no advertised pools */
+    size_t n_pools;
+} sci_layout_spec;
+
+/* Validates `spec` and builds an immutable layout (it copies everything it
+ * needs; `spec` may be freed afterwards). The layout may be shared by any
+ * number of threads and indexes; release it with sci_layout_free. */
+sci_status sci_layout_new(const sci_layout_spec *spec, sci_layout **out);
+
+/* Releases a layout. NULL is a no-op. */
+void sci_layout_free(sci_layout *layout);
+
+typedef struct sci_page_result {
+    uint32_t struct_size;
+    size_t n_pages;     /* whole pages in the request */
+    size_t total_hits;  /* pages fully present */
+    size_t prefix_hits; /* leading run of hit pages */
+    size_t fast_path;   /* pages answered by an already-verified group */
+} sci_page_result;
+
+/* The router's query: for each whole page of `tokens` (u32 token ids),
+ * hits[i] = 1 when every physical object of page i is present, else 0.
+ * `hits` may be NULL only when hits_cap is 0 and the request has no whole
+ * page; hits_cap >= n_tokens / page_size always suffices, a smaller one
+ * returns SCI_ERR_BUFFER_TOO_SMALL. A `block_size` other than the layout's
+ * page size answers SCI_OK with zero hits (and is counted). `index` is not
+ * const: a query records verified groups so later queries take the fast
+ * path. */
+sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
+                                 const uint32_t *tokens, size_t n_tokens,
+                                 uint32_t block_size, uint8_t *hits,
+                                 size_t hits_cap, sci_page_result *result);
+
+/* ------------------------------------------------------------------------ */
+/* Live subscription                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sci_subscriber sci_subscriber;
+
+typedef struct sci_subscriber_options {
+    uint32_t struct_size;
+    sci_str endpoint;          /* publisher endpoint, e.g. "tcp://127.0.0.1:5557" */
+    sci_str topic;             /* subscription prefix; empty = every topic */
+    uint32_t reconnect_ms;     /* first reconnect interval; 0 = 100 ms */
+    uint32_t reconnect_max_ms; /* reconnect back-off ceiling; 0 = 5000 ms */
+    uint32_t stale_after_ms;   /* disconnected longer => cleared, answers miss; 0 = 10000 ms */
+} sci_subscriber_options;
+
+/* Starts a background thread that connects a SUB socket to `endpoint` and
+ * applies every message it receives to `index`, in arrival order. The index
+ * must outlive the subscriber. */
+sci_status sci_subscriber_start(sci_index *index,
+                                const sci_subscriber_options *opts,
+                                sci_subscriber **out);
+
+/* Stops the thread, closes the socket and frees the subscriber. Returns
+ * promptly even when the publisher is silent or gone. NULL is a no-op. */
+void sci_subscriber_stop(sci_subscriber *sub);
+
+/* ------------------------------------------------------------------------ */
+/* Counters                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sci_stats {
+    uint32_t struct_size;
+    uint64_t keys;            /* present object keys (gauge) */
+    uint64_t groups;          /* known groups (gauge) */
+    uint64_t verified_groups; /* groups whose pages answer by one lookup (gauge) */
+    uint64_t batches_applied;
+    uint64_t events_applied;
+    uint64_t duplicate_batches;
+    uint64_t sequence_gaps;
+    uint64_t clears;
+    uint64_t malformed_messages;
+    uint64_t ignored_events;
+    uint64_t capacity_refusals;
+    uint64_t last_sequence; /* valid when has_sequence */
+    bool has_sequence;
+    bool subscriber_connected; /* gauge */
+    uint64_t subscriber_connects;
+    uint64_t subscriber_disconnects;
+    uint64_t messages_received;
+    uint64_t queries;
+    uint64_t pages_checked;
+    uint64_t page_hits;
+    uint64_t fast_path_hits;
+} sci_stats;
+
+/* Fills `stats` with a snapshot of the counters. Each counter is read
+ * atomically; the set is not one atomic snapshot. Never blocks writers. */
+sci_status sci_index_stats(const sci_index *index, sci_stats *stats);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define SCI_LOG_DEBUG 0
+#define SCI_LOG_INFO 1
+#define SCI_LOG_WARN 2
+#define SCI_LOG_ERROR 3
+
+/* Receives one log line (`msg`, `len` bytes, NUL-terminated as well) at
+ * `level`. May be called from any thread, including the subscriber's; it
+ * must not call back into the library's *_free / *_stop functions. */
+typedef void (*sci_log_fn)(void *user, int32_t level, const char *msg, size_t len);
+
+/* Routes the library's log lines to `fn` (process-wide). The library prints
+ * nothing by itself; NULL silences it (the default). */
+void sci_set_log_callback(sci_log_fn fn, void *user);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SHARED_CACHE_INDEX_H */

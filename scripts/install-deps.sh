@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package shared-cache-index needs to build, test,
+# benchmark and run its Rust example. Idempotent: packages already present
+# are skipped, so re-running it is cheap. It is the only set-up step.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libzmq3-dev cppzmq-dev          # ZeroMQ and its C++ binding
+  libmsgpack-cxx-dev              # msgpack decoding
+  libabsl-dev                     # flat_hash_map/set, hashing, Mutex
+  libssl-dev                      # SHA-256 from libcrypto
+  libxxhash-dev                   # XXH3-128 key fingerprints
+  googletest libgtest-dev libgmock-dev
+  libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,28 @@
+// The library's only way to speak: a process-wide callback the embedding
+// application installs (sci_set_log_callback). Without one, nothing is
+// formatted and nothing is printed.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+
+namespace sci {
+
+enum class LogLevel : int32_t { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+using LogFn = void (*)(void* user, int32_t level, const char* msg, size_t len);
+
+void SetLogCallback(LogFn fn, void* user);
+bool LogEnabled();
+void LogLine(LogLevel level, std::string_view msg);
+
+// Formats only when a callback is installed, so silent logging is free.
+template <typename... Args>
+void Logf(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&... args) {
+  if (!LogEnabled()) return;
+  LogLine(level, absl::StrFormat(format, args...));
+}
+
+}  // namespace sci

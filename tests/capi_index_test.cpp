@@ -1,0 +1,247 @@
+// The C ABI as a C caller sees it: only the public header and the shared
+// library. Every entry point rejects bad arguments cleanly and changes
+// nothing when it does.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shared_cache_index.h"
+
+namespace {
+
+sci_str S(const char* s) { return sci_str{s, std::strlen(s)}; }
+
+sci_event Stored(const char* key, const char* group = "") {
+  return sci_event{SCI_EVENT_STORED, S(key), S(group), S(""), S("")};
+}
+
+struct IndexHandle {
+  IndexHandle() { EXPECT_EQ(sci_index_new(nullptr, &index), SCI_OK); }
+  ~IndexHandle() { sci_index_free(index); }
+  sci_index* index = nullptr;
+};
+
+sci_stats Stats(const sci_index* index) {
+  sci_stats stats{};
+  stats.struct_size = sizeof stats;
+  EXPECT_EQ(sci_index_stats(index, &stats), SCI_OK);
+  return stats;
+}
+
+bool Contains(const sci_index* index, const char* key, const char* tenant = "") {
+  bool present = false;
+  EXPECT_EQ(sci_index_contains(index, S(tenant), S(key), &present), SCI_OK);
+  return present;
+}
+
+TEST(CapiVersion, AbiVersionMatchesTheHeader) { EXPECT_EQ(sci_abi_version(), SCI_ABI_VERSION); }
+
+TEST(CapiVersion, VersionIsMajorMinorPatch) {
+  const std::string v = sci_version();
+  int major = -1, minor = -1, patch = -1;
+  EXPECT_EQ(std::sscanf(v.c_str(), "%d.%d.%d", &major, &minor, &patch), 3) << v;
+}
+
+TEST(CapiErrors, LastErrorIsEmptyBeforeAnyFailureOnThisThread) {
+  std::string seen;
+  std::thread([&] { seen = sci_last_error(); }).join();
+  EXPECT_EQ(seen, "");
+}
+
+TEST(CapiErrors, LastErrorIsPerThread) {
+  EXPECT_EQ(sci_index_new(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
+  std::string other;
+  std::thread([&] { other = sci_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(sci_last_error()).find("out"), std::string::npos);
+}
+
+TEST(CapiIndexNew, RejectsNullOut) {
+  EXPECT_EQ(sci_index_new(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(sci_last_error(), "sci_index_new: out is NULL");
+}
+
+TEST(CapiIndexNew, RejectsZeroOrTooSmallStructSize) {
+  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(sizeof(sci_index_options) - 1)}) {
+    sci_index_options opts{};
+    opts.struct_size = size;
+    sci_index* index = reinterpret_cast<sci_index*>(0x1);
+    EXPECT_EQ(sci_index_new(&opts, &index), SCI_ERR_INVALID_ARGUMENT) << size;
+    EXPECT_EQ(index, nullptr);
+    EXPECT_NE(std::string(sci_last_error()).find("struct_size"), std::string::npos);
+  }
+}
+
+TEST(CapiIndexNew, AcceptsALargerStructFromANewerCaller) {
+  struct Newer {
+    sci_index_options v1;
+    uint64_t future_field;
+  } opts{};
+  opts.v1.struct_size = sizeof opts;
+  opts.v1.max_entries = 2;
+  opts.future_field = 12345;
+  sci_index* index = nullptr;
+  ASSERT_EQ(sci_index_new(&opts.v1, &index), SCI_OK);
+  std::vector<sci_event> events = {Stored("a"), Stored("b"), Stored("c")};
+  ASSERT_EQ(sci_index_apply_events(index, 1, events.data(), events.size()), SCI_OK);
+  EXPECT_EQ(Stats(index).keys, 2u);
+  EXPECT_EQ(Stats(index).capacity_refusals, 1u);
+  sci_index_free(index);
+}
+
+TEST(CapiIndexFree, NullIsANoOp) {
+  sci_index_free(nullptr);
+  sci_index_clear(nullptr);
+}
+
+TEST(CapiApplyEvents, AppliesAndQueries) {
+  IndexHandle h;
+  std::vector<sci_event> events = {Stored("a", "g"), Stored("b")};
+  ASSERT_EQ(sci_index_apply_events(h.index, 1, events.data(), events.size()), SCI_OK);
+  EXPECT_TRUE(Contains(h.index, "a"));
+  EXPECT_TRUE(Contains(h.index, "b", "default"));
+  EXPECT_FALSE(Contains(h.index, "b", "other"));
+  const sci_stats s = Stats(h.index);
+  EXPECT_EQ(s.keys, 2u);
+  EXPECT_EQ(s.groups, 1u);
+  EXPECT_TRUE(s.has_sequence);
+  EXPECT_EQ(s.last_sequence, 1u);
+}
+
+TEST(CapiApplyEvents, RejectsNullIndex) {
+  sci_event e = Stored("a");
+  EXPECT_EQ(sci_index_apply_events(nullptr, 1, &e, 1), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(sci_last_error(), "sci_index_apply_events: index is NULL");
+}
+
+TEST(CapiApplyEvents, RejectsNullEventsWithACountAndChangesNothing) {
+  IndexHandle h;
+  EXPECT_EQ(sci_index_apply_events(h.index, 1, nullptr, 3), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("events"), std::string::npos);
+  EXPECT_FALSE(Stats(h.index).has_sequence);
+}
+
+TEST(CapiApplyEvents, NullEventsWithZeroCountIsAnEmptyBatch) {
+  IndexHandle h;
+  EXPECT_EQ(sci_index_apply_events(h.index, 4, nullptr, 0), SCI_OK);
+  EXPECT_EQ(Stats(h.index).last_sequence, 4u);
+}
+
+TEST(CapiApplyEvents, BadStringRejectsTheWholeBatchAndChangesNothing) {
+  IndexHandle h;
+  std::vector<sci_event> events = {Stored("a"), Stored("b")};
+  events[1].group_id = sci_str{nullptr, 5};
+  EXPECT_EQ(sci_index_apply_events(h.index, 1, events.data(), events.size()), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("events[1]"), std::string::npos);
+  EXPECT_FALSE(Contains(h.index, "a"));
+  EXPECT_FALSE(Stats(h.index).has_sequence);
+  EXPECT_EQ(Stats(h.index).batches_applied, 0u);
+}
+
+TEST(CapiApplyEvents, UnknownKindIsIgnoredAndCounted) {
+  IndexHandle h;
+  sci_event e = Stored("a");
+  e.kind = 42;
+  ASSERT_EQ(sci_index_apply_events(h.index, 1, &e, 1), SCI_OK);
+  EXPECT_FALSE(Contains(h.index, "a"));
+  EXPECT_EQ(Stats(h.index).ignored_events, 1u);
+}
+
+TEST(CapiApplyEvents, AllClearedKindClears) {
+  IndexHandle h;
+  sci_event stored = Stored("a");
+  ASSERT_EQ(sci_index_apply_events(h.index, 1, &stored, 1), SCI_OK);
+  sci_event cleared{SCI_EVENT_ALL_CLEARED, S(""), S(""), S(""), S("")};
+  ASSERT_EQ(sci_index_apply_events(h.index, 2, &cleared, 1), SCI_OK);
+  EXPECT_FALSE(Contains(h.index, "a"));
+  EXPECT_EQ(Stats(h.index).clears, 1u);
+}
+
+TEST(CapiClear, ForgetsKeysAndCursor) {
+  IndexHandle h;
+  sci_event e = Stored("a");
+  ASSERT_EQ(sci_index_apply_events(h.index, 9, &e, 1), SCI_OK);
+  sci_index_clear(h.index);
+  EXPECT_FALSE(Contains(h.index, "a"));
+  const sci_stats s = Stats(h.index);
+  EXPECT_FALSE(s.has_sequence);
+  EXPECT_EQ(s.clears, 1u);
+  EXPECT_EQ(s.keys, 0u);
+}
+
+TEST(CapiContains, RejectsNullArguments) {
+  IndexHandle h;
+  bool present = true;
+  EXPECT_EQ(sci_index_contains(nullptr, S(""), S("a"), &present), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(sci_last_error(), "sci_index_contains: index is NULL");
+  EXPECT_EQ(sci_index_contains(h.index, S(""), S("a"), nullptr), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(sci_last_error(), "sci_index_contains: present is NULL");
+  EXPECT_EQ(sci_index_contains(h.index, sci_str{nullptr, 1}, S("a"), &present), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("tenant_id"), std::string::npos);
+  EXPECT_EQ(sci_index_contains(h.index, S(""), sci_str{nullptr, 2}, &present), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("object_key"), std::string::npos);
+}
+
+TEST(CapiContains, NullPointerWithZeroLengthIsTheEmptyString) {
+  IndexHandle h;
+  bool present = true;
+  EXPECT_EQ(sci_index_contains(h.index, sci_str{nullptr, 0}, sci_str{nullptr, 0}, &present), SCI_OK);
+  EXPECT_FALSE(present);
+}
+
+TEST(CapiStats, RejectsNullAndTooSmallStructSize) {
+  IndexHandle h;
+  EXPECT_EQ(sci_index_stats(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_index_stats(h.index, nullptr), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(sci_last_error(), "sci_index_stats: stats is NULL");
+  for (uint32_t size : {0u, 8u, static_cast<uint32_t>(sizeof(sci_stats) - 8)}) {
+    sci_stats stats;
+    std::memset(&stats, 0xAB, sizeof stats);
+    stats.struct_size = size;
+    EXPECT_EQ(sci_index_stats(h.index, &stats), SCI_ERR_INVALID_ARGUMENT) << size;
+    EXPECT_NE(std::string(sci_last_error()).find("struct_size"), std::string::npos);
+    EXPECT_EQ(stats.keys, 0xABABABABABABABABull);  // nothing written
+  }
+}
+
+TEST(CapiStats, WritesNoMoreThanTheCallersStructAndZeroesUnknownTail) {
+  IndexHandle h;
+  struct Newer {
+    sci_stats v1;
+    uint64_t future[2];
+  } stats;
+  std::memset(&stats, 0xCD, sizeof stats);
+  stats.v1.struct_size = sizeof stats;
+  ASSERT_EQ(sci_index_stats(h.index, &stats.v1), SCI_OK);
+  EXPECT_EQ(stats.v1.struct_size, sizeof stats);
+  EXPECT_EQ(stats.v1.keys, 0u);
+  EXPECT_EQ(stats.future[0], 0u);
+  EXPECT_EQ(stats.future[1], 0u);
+}
+
+struct LogCapture {
+  std::vector<std::pair<int, std::string>> lines;
+  static void Fn(void* user, int32_t level, const char* msg, size_t len) {
+    EXPECT_EQ(msg[len], '\0');
+    static_cast<LogCapture*>(user)->lines.emplace_back(level, std::string(msg, len));
+  }
+};
+
+TEST(CapiLog, GapIsReportedThroughTheCallbackAndNullSilences) {
+  LogCapture capture;
+  sci_set_log_callback(&LogCapture::Fn, &capture);
+  IndexHandle h;
+  sci_event e = Stored("a");
+  ASSERT_EQ(sci_index_apply_events(h.index, 1, &e, 1), SCI_OK);
+  ASSERT_EQ(sci_index_apply_events(h.index, 3, &e, 1), SCI_OK);
+  sci_set_log_callback(nullptr, nullptr);
+  ASSERT_EQ(sci_index_apply_events(h.index, 9, &e, 1), SCI_OK);
+  ASSERT_EQ(capture.lines.size(), 1u);
+  EXPECT_EQ(capture.lines[0].first, SCI_LOG_WARN);
+  EXPECT_EQ(capture.lines[0].second, "sequence gap: expected 2, got 3; index cleared");
+}
+
+}  // namespace

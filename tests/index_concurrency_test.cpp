@@ -1,0 +1,163 @@
+// Readers query while one writer applies batches: no reader may ever see a
+// key the writer has not stored, nor keep seeing one the writer removed
+// before the query began.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index.h"
+
+namespace sci {
+namespace {
+
+constexpr int kKeys = 20000;
+constexpr int kBatch = 64;
+constexpr int kReaders = 3;
+
+std::vector<std::string> MakeKeys() {
+  std::vector<std::string> keys;
+  keys.reserve(kKeys);
+  for (int i = 0; i < kKeys; ++i) keys.push_back("obj-" + std::to_string(i) + "_0_k");
+  return keys;
+}
+
+TEST(IndexConcurrency, NoReaderSeesAKeyBeforeTheWriterStoresIt) {
+  Index index;
+  const std::vector<std::string> keys = MakeKeys();
+  // The writer announces the highest key it is about to store before it
+  // applies the batch; a reader that finds key i present must then see an
+  // announcement >= i.
+  std::atomic<int> announced{-1};
+  std::atomic<bool> done{false};
+  std::atomic<int> violations{0};
+  std::atomic<long> hits{0};
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t x = 88172645463325252ull + r;
+      while (!done.load(std::memory_order_acquire)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int i = static_cast<int>(x % kKeys);
+        if (index.Contains("", keys[i])) {
+          hits.fetch_add(1, std::memory_order_relaxed);
+          if (announced.load(std::memory_order_acquire) < i) violations.fetch_add(1);
+        }
+      }
+    });
+  }
+
+  uint64_t sequence = 1;
+  for (int start = 0; start < kKeys; start += kBatch) {
+    std::vector<Event> batch;
+    const int end = std::min(start + kBatch, kKeys);
+    for (int i = start; i < end; ++i) batch.push_back(Event{EventKind::kStored, keys[i], {}, {}, {}});
+    announced.store(end - 1, std::memory_order_release);
+    index.ApplyBatch(sequence++, batch);
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(index.GetStats().keys, static_cast<uint64_t>(kKeys));
+  EXPECT_GT(hits.load(), 0);  // the readers did overlap the writer
+}
+
+TEST(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
+  Index index;
+  const std::vector<std::string> keys = MakeKeys();
+  std::vector<Event> all;
+  for (const std::string& k : keys) all.push_back(Event{EventKind::kStored, k, {}, {}, {}});
+  index.ApplyBatch(1, all);
+
+  // The writer publishes "every key below n is removed" only after the
+  // removal is applied; a query that starts after reading n must miss.
+  std::atomic<int> removed_below{0};
+  std::atomic<bool> done{false};
+  std::atomic<int> violations{0};
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t x = 0x9E3779B97F4A7C15ull + r;
+      while (!done.load(std::memory_order_acquire)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int bound = removed_below.load(std::memory_order_acquire);
+        if (bound == 0) continue;
+        const int i = static_cast<int>(x % bound);
+        if (index.Contains("", keys[i])) violations.fetch_add(1);
+      }
+    });
+  }
+
+  uint64_t sequence = 2;
+  for (int start = 0; start < kKeys; start += kBatch) {
+    std::vector<Event> batch;
+    const int end = std::min(start + kBatch, kKeys);
+    for (int i = start; i < end; ++i) batch.push_back(Event{EventKind::kRemoved, keys[i], {}, {}, {}});
+    index.ApplyBatch(sequence++, batch);
+    removed_below.store(end, std::memory_order_release);
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(index.GetStats().keys, 0u);
+}
+
+TEST(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
+  // Readers prove groups of two keys and mark them verified while the writer
+  // removes one key of each group without a group label (which must drop all
+  // verification). Afterwards no group may still be verified: each has lost
+  // a key.
+  Index index;
+  constexpr int kGroups = 2000;
+  std::vector<std::string> names, k1, k2;
+  for (int g = 0; g < kGroups; ++g) {
+    names.push_back("g" + std::to_string(g));
+    k1.push_back(names.back() + "_0_k");
+    k2.push_back(names.back() + "_0_v");
+  }
+  std::vector<Event> stored;
+  for (int g = 0; g < kGroups; ++g) {
+    stored.push_back(Event{EventKind::kStored, k1[g], names[g], {}, {}});
+    stored.push_back(Event{EventKind::kStored, k2[g], names[g], {}, {}});
+  }
+  index.ApplyBatch(1, stored);
+  const uint64_t seed = TenantSeed("");
+  std::atomic<bool> done{false};
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      int g = r;
+      while (!done.load(std::memory_order_acquire)) {
+        g = (g + 7) % kGroups;
+        const Fingerprint group = FingerprintOf(seed, names[g]);
+        const GroupProbe probe = index.ProbeGroup(group, 1);
+        if (probe.verified || !probe.exists) continue;
+        if (index.ContainsKey(FingerprintOf(seed, k1[g])) && index.ContainsKey(FingerprintOf(seed, k2[g]))) {
+          index.MarkVerified(group, probe, 1);
+        }
+      }
+    });
+  }
+  uint64_t sequence = 2;
+  for (int g = 0; g < kGroups; ++g) {
+    std::vector<Event> batch = {Event{EventKind::kRemoved, k2[g], {}, {}, {}}};
+    index.ApplyBatch(sequence++, batch);
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  for (int g = 0; g < kGroups; ++g) {
+    EXPECT_FALSE(index.ProbeGroup(FingerprintOf(seed, names[g]), 1).verified) << names[g];
+  }
+  EXPECT_EQ(index.GetStats().verified_groups, 0u);
+}
+
+}  // namespace
+}  // namespace sci

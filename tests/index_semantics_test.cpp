@@ -1,0 +1,441 @@
+// One or more tests per rule of ../shared/docs/index-semantics.md, against
+// the C++ index directly (no sockets, no decoder).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "index.h"
+
+namespace sci {
+namespace {
+
+Event Stored(std::string_view key, std::string_view group = {}, std::string_view tenant = {},
+             std::string_view medium = "cpu") {
+  return Event{EventKind::kStored, key, group, tenant, medium};
+}
+Event Removed(std::string_view key, std::string_view group = {}, std::string_view tenant = {},
+              std::string_view medium = "cpu") {
+  return Event{EventKind::kRemoved, key, group, tenant, medium};
+}
+Event AllCleared() { return Event{EventKind::kAllCleared, {}, {}, {}, {}}; }
+
+constexpr LayoutId kLayout = 7;
+constexpr LayoutId kOtherLayout = 8;
+
+class IndexSemantics : public ::testing::Test {
+ protected:
+  void Apply(uint64_t sequence, std::vector<Event> events) { index_.ApplyBatch(sequence, events); }
+  bool Has(std::string_view key, std::string_view tenant = {}) const { return index_.Contains(tenant, key); }
+  static Fingerprint Group(std::string_view group, std::string_view tenant = {}) {
+    return FingerprintOf(TenantSeed(tenant), group);
+  }
+  // What a page query does once it has proved every key of the group.
+  bool Verify(std::string_view group, LayoutId layout = kLayout) {
+    const GroupProbe probe = index_.ProbeGroup(Group(group), layout);
+    return index_.MarkVerified(Group(group), probe, layout);
+  }
+  bool IsVerified(std::string_view group, LayoutId layout = kLayout) const {
+    return index_.ProbeGroup(Group(group), layout).verified;
+  }
+  Stats stats() const { return index_.GetStats(); }
+
+  Index index_;
+};
+
+// ---- the sequence cursor ----
+
+TEST_F(IndexSemantics, FirstBatchIsAcceptedAtAnySequenceIncludingZero) {
+  Apply(0, {Stored("a")});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_TRUE(stats().has_sequence);
+  EXPECT_EQ(stats().last_sequence, 0u);
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+}
+
+TEST_F(IndexSemantics, FirstBatchMayStartAnywhere) {
+  Apply(1667, {Stored("a")});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  EXPECT_EQ(stats().last_sequence, 1667u);
+}
+
+TEST_F(IndexSemantics, NewIndexHasNoCursor) {
+  EXPECT_FALSE(stats().has_sequence);
+  EXPECT_EQ(stats().keys, 0u);
+}
+
+TEST_F(IndexSemantics, DuplicateBatchIsIgnoredEntirelyAndCounted) {
+  Apply(1, {Stored("a")});
+  Apply(1, {Stored("b"), Removed("a")});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_EQ(stats().duplicate_batches, 1u);
+  EXPECT_EQ(stats().batches_applied, 1u);
+  EXPECT_EQ(stats().events_applied, 1u);
+}
+
+TEST_F(IndexSemantics, ConsecutiveBatchesAdvanceTheCursor) {
+  Apply(1, {Stored("a")});
+  Apply(2, {Stored("b")});
+  Apply(3, {Removed("a")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_TRUE(Has("b"));
+  EXPECT_EQ(stats().last_sequence, 3u);
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  EXPECT_EQ(stats().clears, 0u);
+  EXPECT_EQ(stats().batches_applied, 3u);
+}
+
+TEST_F(IndexSemantics, GapClearsKeysAndGroupsThenAppliesTheBatch) {
+  Apply(1, {Stored("a", "g"), Stored("b", "h")});
+  ASSERT_TRUE(Verify("g"));
+  Apply(3, {Stored("c")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_TRUE(Has("c"));
+  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
+  EXPECT_EQ(stats().keys, 1u);
+  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_EQ(stats().verified_groups, 0u);
+  EXPECT_EQ(stats().sequence_gaps, 1u);
+  EXPECT_EQ(stats().clears, 1u);
+  EXPECT_EQ(stats().last_sequence, 3u);
+}
+
+TEST_F(IndexSemantics, SequenceRegressionIsAPublisherRestartAndClears) {
+  Apply(41, {Stored("a")});
+  Apply(42, {Stored("b")});
+  Apply(1, {Stored("c")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_TRUE(Has("c"));
+  EXPECT_EQ(stats().sequence_gaps, 1u);
+  EXPECT_EQ(stats().last_sequence, 1u);
+}
+
+TEST_F(IndexSemantics, BatchAfterAGapIsNotASecondGap) {
+  Apply(1, {Stored("a")});
+  Apply(5, {Stored("b")});
+  Apply(6, {Stored("c")});
+  EXPECT_EQ(stats().sequence_gaps, 1u);
+  EXPECT_EQ(stats().clears, 1u);
+  EXPECT_TRUE(Has("b"));
+  EXPECT_TRUE(Has("c"));
+}
+
+TEST_F(IndexSemantics, ClearResetsTheCursorSoTheNextBatchIsNoGap) {
+  Apply(10, {Stored("a")});
+  index_.Clear();
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(stats().has_sequence);
+  Apply(99, {Stored("b")});
+  EXPECT_TRUE(Has("b"));
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  EXPECT_EQ(stats().clears, 1u);
+}
+
+TEST_F(IndexSemantics, EmptyBatchAdvancesTheCursor) {
+  Apply(1, {Stored("a")});
+  Apply(2, {});
+  Apply(3, {});
+  EXPECT_EQ(stats().last_sequence, 3u);
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  EXPECT_TRUE(Has("a"));
+}
+
+// ---- events ----
+
+TEST_F(IndexSemantics, StoredAddsTheKey) {
+  Apply(1, {Stored("a")});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_EQ(stats().keys, 1u);
+  EXPECT_EQ(stats().events_applied, 1u);
+}
+
+TEST_F(IndexSemantics, StoringTheSameKeyTwiceKeepsOneKey) {
+  Apply(1, {Stored("a", "", "", "cpu"), Stored("a", "", "", "disk")});
+  EXPECT_EQ(stats().keys, 1u);
+}
+
+TEST_F(IndexSemantics, MissingObjectKeyIsIgnoredAndCounted) {
+  Apply(1, {Stored("", "g"), Removed("", "g")});
+  EXPECT_EQ(stats().keys, 0u);
+  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_EQ(stats().ignored_events, 2u);
+  EXPECT_EQ(stats().events_applied, 0u);
+  EXPECT_EQ(stats().last_sequence, 1u);
+}
+
+TEST_F(IndexSemantics, UnknownEventTypeIsIgnoredAndCounted) {
+  Apply(1, {Stored("a"), Event{EventKind::kIgnored, "b", "g", {}, {}}});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_EQ(stats().ignored_events, 1u);
+}
+
+TEST_F(IndexSemantics, StoredWithGroupCreatesAnUnverifiedGroup) {
+  Apply(1, {Stored("a", "g")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  EXPECT_TRUE(probe.exists);
+  EXPECT_FALSE(probe.verified);
+  EXPECT_EQ(stats().groups, 1u);
+  EXPECT_EQ(stats().verified_groups, 0u);
+}
+
+TEST_F(IndexSemantics, StoredObjectInvalidatesItsGroupsVerification) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(IsVerified("g"));
+  EXPECT_EQ(stats().verified_groups, 1u);
+  Apply(2, {Stored("c", "g")});
+  EXPECT_FALSE(IsVerified("g"));
+  EXPECT_EQ(stats().verified_groups, 0u);
+  EXPECT_TRUE(index_.ProbeGroup(Group("g"), kLayout).exists);
+}
+
+TEST_F(IndexSemantics, RemovedRemovesTheKeyWhateverTheMedium) {
+  Apply(1, {Stored("a", "", "", "disk")});
+  Apply(2, {Removed("a", "", "", "cpu")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_EQ(stats().keys, 0u);
+}
+
+TEST_F(IndexSemantics, RemovingAnAbsentKeyChangesNothing) {
+  Apply(1, {Stored("a")});
+  Apply(2, {Removed("zzz")});
+  EXPECT_TRUE(Has("a"));
+  EXPECT_EQ(stats().keys, 1u);
+}
+
+TEST_F(IndexSemantics, LabelledRemovalErasesThatGroup) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g")});
+  ASSERT_TRUE(Verify("g"));
+  Apply(2, {Removed("a", "g")});
+  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
+  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_EQ(stats().verified_groups, 0u);
+  EXPECT_TRUE(Has("b"));
+}
+
+TEST_F(IndexSemantics, LabelledRemovalKeepsOtherGroupsVerified) {
+  Apply(1, {Stored("a", "g"), Stored("b", "h")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("h"));
+  Apply(2, {Removed("a", "g")});
+  EXPECT_TRUE(IsVerified("h"));
+  EXPECT_EQ(stats().verified_groups, 1u);
+}
+
+TEST_F(IndexSemantics, UnlabelledRemovalDropsEveryGroupsVerification) {
+  Apply(1, {Stored("a", "g"), Stored("b", "h"), Stored("c")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("h"));
+  EXPECT_EQ(stats().verified_groups, 2u);
+  Apply(2, {Removed("c")});
+  EXPECT_FALSE(IsVerified("g"));
+  EXPECT_FALSE(IsVerified("h"));
+  EXPECT_EQ(stats().verified_groups, 0u);
+  // The groups themselves stay known and can be proven again.
+  EXPECT_EQ(stats().groups, 2u);
+  EXPECT_TRUE(Verify("g"));
+  EXPECT_EQ(stats().verified_groups, 1u);
+}
+
+TEST_F(IndexSemantics, AllClearedEventClearsKeysAndGroupsAndLaterEventsStillApply) {
+  Apply(1, {Stored("a", "g")});
+  ASSERT_TRUE(Verify("g"));
+  Apply(2, {Stored("b"), AllCleared(), Stored("c")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(Has("b"));
+  EXPECT_TRUE(Has("c"));
+  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_EQ(stats().verified_groups, 0u);
+  EXPECT_EQ(stats().clears, 1u);
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  // The cursor moved to the batch's sequence: the next batch is no gap.
+  Apply(3, {Stored("d")});
+  EXPECT_EQ(stats().sequence_gaps, 0u);
+  EXPECT_TRUE(Has("c"));
+}
+
+// ---- tenants ----
+
+TEST_F(IndexSemantics, KeysAreScopedByTenant) {
+  Apply(1, {Stored("12345", "", "tenant-a")});
+  EXPECT_TRUE(Has("12345", "tenant-a"));
+  EXPECT_FALSE(Has("12345", "tenant-b"));
+  EXPECT_FALSE(Has("12345"));
+  Apply(2, {Removed("12345", "", "tenant-b")});
+  EXPECT_TRUE(Has("12345", "tenant-a"));
+}
+
+TEST_F(IndexSemantics, EmptyTenantMeansDefault) {
+  Apply(1, {Stored("a", "", "default"), Stored("b", "", "")});
+  EXPECT_TRUE(Has("a", ""));
+  EXPECT_TRUE(Has("b", "default"));
+}
+
+TEST_F(IndexSemantics, GroupsAreScopedByTenant) {
+  Apply(1, {Stored("a", "g", "tenant-a"), Stored("a", "g", "tenant-b")});
+  const Fingerprint ga = Group("g", "tenant-a");
+  ASSERT_TRUE(index_.MarkVerified(ga, index_.ProbeGroup(ga, kLayout), kLayout));
+  Apply(2, {Removed("a", "g", "tenant-b")});
+  EXPECT_TRUE(index_.ProbeGroup(ga, kLayout).verified);
+  EXPECT_FALSE(index_.ProbeGroup(Group("g", "tenant-b"), kLayout).exists);
+}
+
+// ---- verification and its guards ----
+
+TEST_F(IndexSemantics, VerificationIsValidOnlyForTheLayoutThatMadeIt) {
+  Apply(1, {Stored("a", "g")});
+  ASSERT_TRUE(Verify("g", kLayout));
+  EXPECT_TRUE(IsVerified("g", kLayout));
+  EXPECT_FALSE(IsVerified("g", kOtherLayout));
+}
+
+TEST_F(IndexSemantics, UnknownGroupCannotBeVerified) {
+  EXPECT_FALSE(Verify("nobody"));
+  EXPECT_EQ(stats().verified_groups, 0u);
+}
+
+TEST_F(IndexSemantics, StoredEventBetweenProbeAndMarkLeavesGroupUnverified) {
+  Apply(1, {Stored("a", "g")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  Apply(2, {Stored("b", "g")});  // lands while the query checks keys
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+  EXPECT_FALSE(IsVerified("g"));
+  EXPECT_EQ(stats().verified_groups, 0u);
+}
+
+TEST_F(IndexSemantics, UnlabelledRemovalBetweenProbeAndMarkLeavesGroupUnverified) {
+  Apply(1, {Stored("a", "g"), Stored("x")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  Apply(2, {Removed("x")});
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+  EXPECT_FALSE(IsVerified("g"));
+}
+
+TEST_F(IndexSemantics, GroupErasedAndRestoredBetweenProbeAndMarkIsNotVerified) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  // Same batch: the group is removed and re-created; its generation must
+  // still differ from what the probe saw.
+  Apply(2, {Removed("a", "g"), Stored("c", "g")});
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+}
+
+TEST_F(IndexSemantics, GapBetweenProbeAndMarkLeavesGroupUnverified) {
+  Apply(1, {Stored("a", "g")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  Apply(7, {Stored("a", "g")});
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+}
+
+TEST_F(IndexSemantics, ReverifyingUnderAnotherLayoutMovesTheTrust) {
+  Apply(1, {Stored("a", "g")});
+  ASSERT_TRUE(Verify("g", kLayout));
+  ASSERT_TRUE(Verify("g", kOtherLayout));
+  EXPECT_TRUE(IsVerified("g", kOtherLayout));
+  EXPECT_FALSE(IsVerified("g", kLayout));
+  EXPECT_EQ(stats().verified_groups, 1u);
+}
+
+TEST_F(IndexSemantics, VerifyingTwiceCountsOnce) {
+  Apply(1, {Stored("a", "g")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("g"));
+  EXPECT_EQ(stats().verified_groups, 1u);
+}
+
+// ---- bounds ----
+
+TEST(IndexCapacity, FullIndexRefusesNewEntriesWithoutWipingAndCounts) {
+  Index index(IndexOptions{.max_entries = 4});
+  std::vector<Event> batch = {Stored("a"), Stored("b"), Stored("c", "g"), Stored("d"), Stored("e")};
+  index.ApplyBatch(1, batch);
+  // a, b, c and the group g fill the four entries; d and e are refused.
+  EXPECT_TRUE(index.Contains("", "a"));
+  EXPECT_TRUE(index.Contains("", "b"));
+  EXPECT_TRUE(index.Contains("", "c"));
+  EXPECT_FALSE(index.Contains("", "d"));
+  EXPECT_FALSE(index.Contains("", "e"));
+  const Stats s = index.GetStats();
+  EXPECT_EQ(s.keys + s.groups, 4u);
+  EXPECT_EQ(s.capacity_refusals, 2u);
+  EXPECT_EQ(s.clears, 0u);
+}
+
+TEST(IndexCapacity, RemovalMakesRoomAgain) {
+  Index index(IndexOptions{.max_entries = 2});
+  std::vector<Event> first = {Stored("a"), Stored("b"), Stored("c")};
+  index.ApplyBatch(1, first);
+  std::vector<Event> second = {Removed("a"), Stored("c")};
+  index.ApplyBatch(2, second);
+  EXPECT_TRUE(index.Contains("", "b"));
+  EXPECT_TRUE(index.Contains("", "c"));
+  EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
+}
+
+TEST(IndexCapacity, ExistingGroupIsStillInvalidatedWhenFull) {
+  Index index(IndexOptions{.max_entries = 2});
+  std::vector<Event> first = {Stored("a", "g")};
+  index.ApplyBatch(1, first);
+  const Fingerprint g = FingerprintOf(TenantSeed(""), "g");
+  ASSERT_TRUE(index.MarkVerified(g, index.ProbeGroup(g, kLayout), kLayout));
+  // Full: the new key is refused, but the group must still lose its trust.
+  std::vector<Event> second = {Stored("b", "g")};
+  index.ApplyBatch(2, second);
+  EXPECT_FALSE(index.Contains("", "b"));
+  EXPECT_FALSE(index.ProbeGroup(g, kLayout).verified);
+  EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
+}
+
+TEST(IndexCapacity, GroupRefusedAtCapacityIsNeverVerified) {
+  Index index(IndexOptions{.max_entries = 1});
+  std::vector<Event> batch = {Stored("a", "g")};
+  index.ApplyBatch(1, batch);
+  const Fingerprint g = FingerprintOf(TenantSeed(""), "g");
+  EXPECT_TRUE(index.Contains("", "a"));
+  EXPECT_FALSE(index.MarkVerified(g, index.ProbeGroup(g, kLayout), kLayout));
+  EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
+}
+
+TEST(IndexCapacity, ZeroMeansTheDefault) {
+  Index index(IndexOptions{.max_entries = 0});
+  EXPECT_EQ(index.max_entries(), IndexOptions::kDefaultMaxEntries);
+}
+
+// ---- counters ----
+
+TEST_F(IndexSemantics, CountersTrackBatchesEventsAndGauges) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g"), Stored("c", "h")});
+  Apply(2, {Removed("c", "h")});
+  const Stats s = stats();
+  EXPECT_EQ(s.batches_applied, 2u);
+  EXPECT_EQ(s.events_applied, 4u);
+  EXPECT_EQ(s.keys, 2u);
+  EXPECT_EQ(s.groups, 1u);
+  EXPECT_EQ(s.duplicate_batches, 0u);
+  EXPECT_EQ(s.malformed_messages, 0u);
+}
+
+TEST_F(IndexSemantics, ManyKeysAcrossShardsAreAllFoundAndAllCleared) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5000; ++i) keys.push_back("key-" + std::to_string(i));
+  std::vector<Event> batch;
+  for (const std::string& k : keys) batch.push_back(Stored(k, k));
+  Apply(1, batch);
+  EXPECT_EQ(stats().keys, 5000u);
+  EXPECT_EQ(stats().groups, 5000u);
+  for (const std::string& k : keys) ASSERT_TRUE(Has(k)) << k;
+  Apply(3, {});
+  EXPECT_EQ(stats().keys, 0u);
+  EXPECT_EQ(stats().groups, 0u);
+  for (const std::string& k : keys) ASSERT_FALSE(Has(k)) << k;
+}
+
+}  // namespace
+}  // namespace sci
