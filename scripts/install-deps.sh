@@ -13,6 +13,7 @@ packages=(
   libxxhash-dev                   # XXH3-128 key fingerprints
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
+  nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
 )
 
 missing=()
