@@ -7,6 +7,7 @@
 #include "capi_support.h"
 #include "handles.h"
 #include "log.h"
+#include "prometheus_format.h"
 #include "version.h"
 
 using sci::capi::Fail;
@@ -126,6 +127,33 @@ sci_status sci_index_stats(const sci_index* index, sci_stats* stats) {
     const size_t caller_size = stats->struct_size;
     std::memcpy(stats, &out, std::min(caller_size, sizeof out));
     if (caller_size > sizeof out) std::memset(reinterpret_cast<char*>(stats) + sizeof out, 0, caller_size - sizeof out);
+    return SCI_OK;
+  });
+}
+
+sci_status sci_stats_format_prometheus(const sci_index* index, sci_str labels, char* buf, size_t buf_cap,
+                                       size_t* written) {
+  return Guard("sci_stats_format_prometheus", [&] {
+    if (index == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_stats_format_prometheus: index is NULL");
+    if (written == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_stats_format_prometheus: written is NULL");
+    if (buf == nullptr && buf_cap > 0) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_stats_format_prometheus: buf is NULL but buf_cap > 0");
+    }
+    std::string_view label_text;
+    std::string why;
+    if (!ToView(labels, &label_text)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_stats_format_prometheus: labels has a NULL ptr and a non-zero len");
+    }
+    if (!sci::IsValidPrometheusLabels(label_text, &why)) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_stats_format_prometheus: labels: %s", why);
+    }
+    const std::string text = sci::FormatPrometheus(index->impl.GetStats(), label_text);
+    *written = text.size();
+    if (buf_cap < text.size() + 1) {
+      return Failf(SCI_ERR_BUFFER_TOO_SMALL, "sci_stats_format_prometheus: needs %d bytes, buf_cap is %d",
+                   text.size() + 1, buf_cap);
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
     return SCI_OK;
   });
 }

@@ -267,6 +267,19 @@ typedef struct sci_stats {
  * atomically; the set is not one atomic snapshot. Never blocks writers. */
 sci_status sci_index_stats(const sci_index *index, sci_stats *stats);
 
+/* Renders the counters of sci_stats in the Prometheus text exposition format
+ * (0.0.4): HELP, TYPE and one sample per counter, named "sci_<counter>" with
+ * "_total" on monotonic counters (e.g. sci_sequence_gaps_total, sci_keys).
+ * `labels` is added to every sample: empty, or a label list body such as
+ * `pool="mooncake-a",model="llama"` (invalid syntax: SCI_ERR_INVALID_ARGUMENT).
+ * Writes the text and a terminating NUL into `buf` (`buf_cap` bytes) and its
+ * length, without the NUL, into *written. When `buf_cap` is too small nothing
+ * is written to `buf`, *written receives the length needed (without the NUL)
+ * and SCI_ERR_BUFFER_TOO_SMALL is returned; `buf` may be NULL with a
+ * `buf_cap` of 0 to ask for the size. */
+sci_status sci_stats_format_prometheus(const sci_index *index, sci_str labels,
+                                       char *buf, size_t buf_cap, size_t *written);
+
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                  */
 /* ------------------------------------------------------------------------ */
