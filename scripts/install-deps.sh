@@ -13,6 +13,7 @@ packages=(
   libxxhash-dev                   # XXH3-128 key fingerprints
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
+  abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
 )
 
