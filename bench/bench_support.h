@@ -1,0 +1,49 @@
+// Shared pieces of the benchmarks: workload names from performance.md,
+// synthetic keys, and the process's resident memory.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "event.h"
+#include "index.h"
+
+namespace sci::bench {
+
+// Resident set size of this process, in bytes (from /proc/self/statm).
+inline uint64_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long pages_total = 0, pages_resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &pages_total, &pages_resident);
+  std::fclose(f);
+  return n == 2 ? uint64_t{pages_resident} * 4096 : 0;
+}
+
+// Fills `index` with `n` keys shaped like SGLang objects of other prompts
+// ("<64 hex>_<rank>_k"), in batches of 64 like the real publisher, starting
+// at sequence `*sequence`. Returns nothing; keys are not kept.
+inline void FillWithForeignKeys(Index& index, uint64_t n, uint64_t* sequence, uint64_t salt = 0) {
+  constexpr size_t kBatch = 64;
+  std::vector<std::string> keys(kBatch);
+  std::vector<Event> batch(kBatch);
+  char buf[96];
+  for (uint64_t done = 0; done < n;) {
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(kBatch, n - done));
+    for (size_t i = 0; i < count; ++i) {
+      const uint64_t id = done + i;
+      const int len = std::snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx_%u_k",
+                                    static_cast<unsigned long long>(id * 0x9E3779B97F4A7C15ull + salt),
+                                    static_cast<unsigned long long>(id), 0ull, static_cast<unsigned long long>(salt),
+                                    static_cast<unsigned>(id % 8));
+      keys[i].assign(buf, static_cast<size_t>(len));
+      batch[i] = Event{EventKind::kStored, keys[i], {}, {}, {}};
+    }
+    index.ApplyBatch((*sequence)++, std::span<const Event>(batch.data(), count));
+    done += count;
+  }
+}
+
+}  // namespace sci::bench
