@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
@@ -193,10 +194,17 @@ void RunStream(uint64_t seed, int steps, uint64_t max_entries) {
   }
 }
 
-// 400 seeds x 2500 steps = 1,000,000 batches (plus three verification
-// attempts and a full comparison after each).
+// How many seeds to run: 400 by default (x 2500 steps = 1,000,000 batches,
+// each followed by three verification attempts and a full comparison);
+// sanitizer runs, ten times slower, set SCI_MODEL_TEST_SEEDS lower.
+uint64_t SeedCount() {
+  const char* env = std::getenv("SCI_MODEL_TEST_SEEDS");
+  return env != nullptr && std::atoi(env) > 0 ? static_cast<uint64_t>(std::atoi(env)) : 400;
+}
+
 TEST(IndexModel, AgreesWithTheReferenceModelOnRandomStreams) {
-  for (uint64_t seed = 1; seed <= 400; ++seed) {
+  const uint64_t seeds = SeedCount();
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     RunStream(seed, 2500, IndexOptions::kDefaultMaxEntries);
     if (HasFatalFailure()) return;
   }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers:
+#   - AddressSanitizer + UndefinedBehaviorSanitizer: every test except the
+#     packaging checks (install, ABI, exports) and benchmark smoke runs,
+#     which test the release artefacts, not the code;
+#   - ThreadSanitizer: the suites that exercise concurrency.
+# Usage: scripts/test-sanitizers.sh [asan|tsan|all]   (default all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}
+jobs=$(nproc 2>/dev/null || echo 2)
+packaging='installed_library|abi_compatible|exports_only|bench_smoke'
+
+if [[ $which == all || $which == asan ]]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=address,undefined \
+        -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  # The randomized model test runs a tenth of its seeds: the rest is speed, not coverage.
+  SCI_MODEL_TEST_SEEDS=40 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 -E "$packaging"
+fi
+
+if [[ $which == all || $which == tsan ]]; then
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=thread \
+        -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
+  # The suites where threads meet: readers against a writer, the subscriber
+  # thread against queries, and the model test's concurrent readers.
+  tsan_targets=""
+  for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test; do
+    grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
+  done
+  # shellcheck disable=SC2086
+  cmake --build build-tsan -j"$jobs" --target $tsan_targets
+  for t in $tsan_targets; do
+    echo "== tsan: $t"
+    SCI_MODEL_TEST_SEEDS=20 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "build-tsan/tests/$t"
+  done
+fi
