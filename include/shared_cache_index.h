@@ -133,7 +133,12 @@ sci_status sci_index_apply_events(sci_index *index, uint64_t sequence,
  * wire format (Mooncake production map events, Mooncake v1 arrays, engine
  * worker events) and applies it as one batch. A malformed message returns
  * SCI_ERR_DECODE, is counted in malformed_messages and changes nothing: no
- * key, no group, no sequence cursor. */
+ * key, no group, no sequence cursor. A Mooncake event of an unknown type
+ * is not malformed: it is counted in ignored_events and, if it names an
+ * object key, that key is dropped (its state is unknown: a miss, never a
+ * stale hit). Returns SCI_ERR_INVALID_ARGUMENT (not counted) when `index`
+ * is NULL, `frames` is NULL with n_frames > 0, or a frame has a NULL
+ * pointer with a non-zero length; an empty frame may have a NULL pointer. */
 sci_status sci_index_apply_message(sci_index *index, const sci_bytes *frames,
                                    size_t n_frames);
 
@@ -181,7 +186,14 @@ typedef struct sci_layout_spec {
 
 /* Validates `spec` and builds an immutable layout (it copies everything it
  * needs; `spec` may be freed afterwards). The layout may be shared by any
- * number of threads and indexes; release it with sci_layout_free. */
+ * number of threads and indexes; release it with sci_layout_free.
+ * SCI_ERR_INVALID_ARGUMENT, naming the field, when `spec` or `out` is NULL,
+ * spec->struct_size is too small, page_size is 0, tp_size / pp_size /
+ * tp_lcm_size exceed 1024, a page would need more than 4096 keys, a pool has
+ * no suffix or an empty one, a hit_policy is unknown, a pointer is NULL with
+ * a non-zero count, or a key would exceed 1024 bytes. Layouts deriving the
+ * same keys share the groups they verify; layouts deriving different keys
+ * never trust each other's verifications. */
 sci_status sci_layout_new(const sci_layout_spec *spec, sci_layout **out);
 
 /* Releases a layout. NULL is a no-op. */
@@ -200,13 +212,28 @@ typedef struct sci_page_result {
  * `hits` may be NULL only when hits_cap is 0 and the request has no whole
  * page; hits_cap >= n_tokens / page_size always suffices, a smaller one
  * returns SCI_ERR_BUFFER_TOO_SMALL. A `block_size` other than the layout's
- * page size answers SCI_OK with zero hits (and is counted). `index` is not
- * const: a query records verified groups so later queries take the fast
- * path. */
+ * page size answers SCI_OK with zero pages (n_pages 0, nothing written to
+ * `hits`) and is counted in `queries` only. `index` is not const: a query
+ * records verified groups so later queries take the fast path.
+ * SCI_ERR_INVALID_ARGUMENT when `index`, `layout` or `result` is NULL,
+ * result->struct_size is too small, or `tokens` is NULL with n_tokens > 0.
+ * On any error neither `hits` nor `result` is written. Once warm, a call
+ * allocates no memory. */
 sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
                                  const uint32_t *tokens, size_t n_tokens,
                                  uint32_t block_size, uint8_t *hits,
                                  size_t hits_cap, sci_page_result *result);
+
+/* The same query for a caller that already holds the request's page hashes
+ * (as SGLang computes them: 64 lowercase hex characters each, in page
+ * order), so nothing is hashed again. n_pages = `n_page_hashes`; `hits` needs
+ * that many bytes (SCI_ERR_BUFFER_TOO_SMALL otherwise). A hash that is not
+ * 64 lowercase hex characters, or a NULL `page_hashes` with a non-zero count,
+ * returns SCI_ERR_INVALID_ARGUMENT naming it, and nothing is checked. */
+sci_status sci_index_check_page_hashes(sci_index *index, const sci_layout *layout,
+                                       const sci_str *page_hashes, size_t n_page_hashes,
+                                       uint8_t *hits, size_t hits_cap,
+                                       sci_page_result *result);
 
 /* ------------------------------------------------------------------------ */
 /* Live subscription                                                        */
@@ -223,15 +250,42 @@ typedef struct sci_subscriber_options {
     uint32_t stale_after_ms;   /* disconnected longer => cleared, answers miss; 0 = 10000 ms */
 } sci_subscriber_options;
 
-/* Starts a background thread that connects a SUB socket to `endpoint` and
- * applies every message it receives to `index`, in arrival order. The index
- * must outlive the subscriber. */
+/* Starts a background thread that connects a ZeroMQ SUB socket to
+ * `endpoint` (tcp:// or ipc://) and applies every message it receives to
+ * `index`, in arrival order, as sci_index_apply_message would. On success
+ * *out owns the subscriber; release it with sci_subscriber_stop. The index
+ * must outlive the subscriber.
+ *
+ * Errors: SCI_ERR_INVALID_ARGUMENT for a NULL index / opts / out, a
+ * struct_size too small for stale_after_ms, an empty endpoint, one with a
+ * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX;
+ * SCI_ERR_IO when the socket or thread cannot be created. An unreachable
+ * tcp endpoint is not an error: ZeroMQ keeps reconnecting, and
+ * subscriber_connected in sci_stats says whether it is connected.
+ *
+ * Staleness. The index is trusted while connected and after a message on
+ * the current connection has shown (through the sequence rule) that nothing
+ * was lost. A disconnect, and the start itself, open a doubt: the index keeps
+ * answering from what it has, and if no message settles the doubt within
+ * stale_after_ms it is cleared (it then answers miss) and the clear is
+ * logged. So a short reconnect whose next batch is last + 1 keeps the state;
+ * a reconnect followed by silence longer than the grace clears it, as does
+ * a long disconnect. After such a clear the next batch is accepted at any
+ * sequence. A silently dead peer is detected by ZMTP heartbeats.
+ *
+ * Use one subscriber per index: the index has a single sequence cursor, so
+ * a second subscriber to the same publisher only adds duplicates, and one to
+ * another publisher makes every batch look like a gap (constant clears).
+ * Log lines (connects, disconnects, stale clears, malformed messages) come
+ * from the subscriber's thread through sci_set_log_callback. */
 sci_status sci_subscriber_start(sci_index *index,
                                 const sci_subscriber_options *opts,
                                 sci_subscriber **out);
 
-/* Stops the thread, closes the socket and frees the subscriber. Returns
- * promptly even when the publisher is silent or gone. NULL is a no-op. */
+/* Stops the thread, closes the socket (dropping anything still queued) and
+ * frees the subscriber. Returns promptly even when the publisher is silent
+ * or gone. The index keeps its contents but no longer follows the publisher;
+ * subscriber_connected drops to false. NULL is a no-op. */
 void sci_subscriber_stop(sci_subscriber *sub);
 
 /* ------------------------------------------------------------------------ */

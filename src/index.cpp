@@ -12,7 +12,7 @@ Index::Index(IndexOptions options)
 // ---------------------------------------------------------------- writer --
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
-  absl::MutexLock lock(&apply_mu_);
+  std::lock_guard<std::mutex> apply(apply_mu_);
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
@@ -33,8 +33,6 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
     // can vouch for is the empty one.
     ClearTables();
     counters_.clears.Add();
-    has_sequence_ = false;
-    has_sequence_mirror_.store(false, std::memory_order_relaxed);
     Logf(LogLevel::kError, "out of memory applying batch %d; index cleared", sequence);
     throw;
   }
@@ -46,7 +44,7 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
 }
 
 void Index::Clear() {
-  absl::MutexLock lock(&apply_mu_);
+  std::lock_guard<std::mutex> apply(apply_mu_);
   ClearTables();
   counters_.clears.Add();
 }
@@ -70,19 +68,22 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
     counters_.ignored_events.Add();
     return;
   }
+  // Hash outside the lock: readers wait only for the table updates.
   const uint64_t seed = TenantSeed(event.tenant_id);
   const Fingerprint key = FingerprintOf(seed, event.object_key);
+  const bool labelled = !event.group_id.empty();
+  const Fingerprint group = labelled ? FingerprintOf(seed, event.group_id) : Fingerprint{};
+
+  WriterLock lock(tables_lock_);
   if (event.kind == EventKind::kStored) {
     StoreKey(key);
     // A new physical object of the group may be one a verification did not
     // see: the group must be proven again.
-    if (!event.group_id.empty()) InvalidateGroup(FingerprintOf(seed, event.group_id));
+    if (labelled) InvalidateGroup(group);
   } else {
-    // The key goes first: a reader that saw it present and tries to verify
-    // afterwards must find the group (or the epoch) already changed.
     RemoveKey(key);
-    if (!event.group_id.empty()) {
-      EraseGroup(FingerprintOf(seed, event.group_id));
+    if (labelled) {
+      EraseGroup(group);
     } else {
       // The removed object could belong to any group.
       DropAllVerification();
@@ -97,23 +98,20 @@ bool Index::HasRoom() const {
 }
 
 void Index::StoreKey(const Fingerprint& key) {
-  KeyShard& shard = key_shards_[ShardOf(key)];
-  absl::MutexLock lock(&shard.mu);
-  if (shard.keys.contains(key)) return;
+  KeyTable& keys = key_shards_[ShardOf(key)];
+  if (keys.contains(key)) return;
   if (!HasRoom()) {
     // Refusing keeps the answer conservative: a key we do not hold can only
     // turn a hit into a miss.
     counters_.capacity_refusals.Add();
     return;
   }
-  shard.keys.insert(key);
+  keys.insert(key);
   key_count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Index::RemoveKey(const Fingerprint& key) {
-  KeyShard& shard = key_shards_[ShardOf(key)];
-  absl::MutexLock lock(&shard.mu);
-  if (shard.keys.erase(key) > 0) key_count_.fetch_sub(1, std::memory_order_relaxed);
+  if (key_shards_[ShardOf(key)].erase(key) > 0) key_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Index::ForgetVerification(const GroupState& state) {
@@ -126,10 +124,9 @@ void Index::ForgetVerification(const GroupState& state) {
 }
 
 void Index::InvalidateGroup(const Fingerprint& group) {
-  GroupShard& shard = group_shards_[ShardOf(group)];
-  absl::MutexLock lock(&shard.mu);
-  auto it = shard.groups.find(group);
-  if (it != shard.groups.end()) {
+  GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
+  if (it != groups.end()) {
     ForgetVerification(it->second);
     it->second.verification.word.store(0, std::memory_order_relaxed);
     it->second.generation = next_generation_++;
@@ -143,17 +140,16 @@ void Index::InvalidateGroup(const Fingerprint& group) {
   }
   GroupState state;
   state.generation = next_generation_++;
-  shard.groups.emplace(group, state);
+  groups.emplace(group, state);
   group_count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Index::EraseGroup(const Fingerprint& group) {
-  GroupShard& shard = group_shards_[ShardOf(group)];
-  absl::MutexLock lock(&shard.mu);
-  auto it = shard.groups.find(group);
-  if (it == shard.groups.end()) return;
+  GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
+  if (it == groups.end()) return;
   ForgetVerification(it->second);
-  shard.groups.erase(it);
+  groups.erase(it);
   group_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -165,27 +161,30 @@ void Index::DropAllVerification() {
     return;
   }
   // The epoch wraps (after 4 billion unlabelled removals): words from the
-  // old epoch 1 would look current again, so wipe every word. The epoch
-  // moves first, so a reader racing with the sweep fails its epoch check.
+  // old epoch 1 would look current again, so wipe every word.
   verify_state_.store(uint64_t{1} << 32, std::memory_order_release);
-  for (GroupShard& shard : group_shards_) {
-    absl::MutexLock lock(&shard.mu);
-    for (auto& [fingerprint, state] : shard.groups) state.verification.word.store(0, std::memory_order_relaxed);
+  for (GroupTable& groups : group_shards_) {
+    for (auto& [fingerprint, state] : groups) state.verification.word.store(0, std::memory_order_relaxed);
   }
 }
 
 void Index::ClearTables() {
-  for (KeyShard& shard : key_shards_) {
-    absl::MutexLock lock(&shard.mu);
-    key_count_.fetch_sub(shard.keys.size(), std::memory_order_relaxed);
-    shard.keys.clear();
+  // Shard by shard, so readers wait for one shard's release at a time.
+  for (size_t i = 0; i < kShards; ++i) {
+    WriterLock lock(tables_lock_);
+    key_count_.fetch_sub(key_shards_[i].size(), std::memory_order_relaxed);
+    key_shards_[i].clear();
+    group_count_.fetch_sub(group_shards_[i].size(), std::memory_order_relaxed);
+    group_shards_[i].clear();
   }
-  for (GroupShard& shard : group_shards_) {
-    absl::MutexLock lock(&shard.mu);
-    group_count_.fetch_sub(shard.groups.size(), std::memory_order_relaxed);
-    shard.groups.clear();
+  {
+    WriterLock lock(tables_lock_);
+    DropAllVerification();
   }
-  DropAllVerification();
+  ResetCursor();
+}
+
+void Index::ResetCursor() {
   // The batch after a clear starts a new history: it must not count as a gap.
   has_sequence_ = false;
   has_sequence_mirror_.store(false, std::memory_order_relaxed);
@@ -198,16 +197,24 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 }
 
 bool Index::ContainsKey(const Fingerprint& key) const {
-  const KeyShard& shard = key_shards_[ShardOf(key)];
-  absl::ReaderMutexLock lock(&shard.mu);
-  return shard.keys.contains(key);
+  ReaderLock lock(tables_lock_);
+  return key_shards_[ShardOf(key)].contains(key);
+}
+
+bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
+  ReaderLock lock(tables_lock_);
+  for (const Fingerprint& key : keys) key_shards_[ShardOf(key)].prefetch(key);
+  for (const Fingerprint& key : keys) {
+    if (!key_shards_[ShardOf(key)].contains(key)) return false;
+  }
+  return true;
 }
 
 GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
-  const GroupShard& shard = group_shards_[ShardOf(group)];
-  absl::ReaderMutexLock lock(&shard.mu);
-  auto it = shard.groups.find(group);
-  if (it == shard.groups.end()) return GroupProbe{};
+  ReaderLock lock(tables_lock_);
+  const GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
+  if (it == groups.end()) return GroupProbe{};
   GroupProbe probe;
   probe.exists = true;
   probe.generation = it->second.generation;
@@ -219,12 +226,12 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
 
 bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
-  GroupShard& shard = group_shards_[ShardOf(group)];
-  absl::ReaderMutexLock lock(&shard.mu);
-  auto it = shard.groups.find(group);
+  ReaderLock lock(tables_lock_);
+  GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
   // A stored event for the group, or its removal, since the probe: what the
   // caller checked may not be the group's current object set.
-  if (it == shard.groups.end() || it->second.generation != probe.generation) return false;
+  if (it == groups.end() || it->second.generation != probe.generation) return false;
   // An unlabelled removal since the probe: one of the keys may be gone.
   const uint32_t epoch = probe.verify_epoch;
   if (CurrentVerifyEpoch() != epoch) return false;
@@ -237,12 +244,9 @@ bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, Layo
   } while (!word.compare_exchange_weak(seen, desired, std::memory_order_acq_rel));
   const bool was_counted = seen != 0 && static_cast<uint32_t>(seen >> 32) == epoch;
   if (!was_counted) {
-    // Count it only in its own epoch: if a bump came in between, the bump
-    // already reset the count and this verification is stale anyway.
-    uint64_t state = verify_state_.load(std::memory_order_acquire);
-    while (static_cast<uint32_t>(state >> 32) == epoch &&
-           !verify_state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) {
-    }
+    // The epoch cannot move while we hold the lock shared, so the count we
+    // add to is the one this verification belongs to.
+    verify_state_.fetch_add(1, std::memory_order_acq_rel);
   }
   return true;
 }

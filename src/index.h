@@ -2,11 +2,14 @@
 // groups are known and verified, and the sequence cursor that keeps both
 // exact. Semantics: ../shared/docs/index-semantics.md.
 //
-// Concurrency. Keys and groups live in shards, each behind its own
-// reader/writer lock. One writer at a time (ApplyBatch, Clear; serialised by
-// apply_mu_) takes a shard's lock for one event at a time, and readers take
-// it for one lookup at a time, so neither side ever waits for the other's
-// whole batch or query. Counters are atomics, readable at any moment.
+// Concurrency. One writer at a time (ApplyBatch, Clear; serialised by
+// apply_mu_) and any number of readers share one writer-preferring
+// reader/writer lock over all tables. The writer holds it for one event at a
+// time; a reader for one lookup, or for the keys of one page (ContainsAll),
+// so neither side ever waits for the other's whole batch or query. The
+// tables are split into shards so that a table's rehash (growth, or clean-up
+// of removed slots) stalls readers for 1/64th of the index, not all of it.
+// Counters are atomics, readable at any moment.
 //
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so "drop every
@@ -17,14 +20,15 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "event.h"
 #include "fingerprint.h"
+#include "rw_lock.h"
 #include "stats.h"
 
 namespace sci {
@@ -63,6 +67,10 @@ class Index {
 
   bool Contains(std::string_view tenant, std::string_view object_key) const;
   bool ContainsKey(const Fingerprint& key) const;
+  // Whether every key is present, looked up under one lock hold with the
+  // table lines of all of them prefetched first, so their cache misses
+  // overlap. Callers keep `keys` short (one page's worth).
+  bool ContainsAll(std::span<const Fingerprint> keys) const;
 
   // Reads a group's state for `layout`. Fingerprints come from FingerprintOf
   // with the tenant's seed.
@@ -85,8 +93,8 @@ class Index {
   static constexpr size_t kShards = size_t{1} << kShardBits;
 
   struct VerificationWord {
-    // Only the writer moves group states (rehash, under the shard's exclusive
-    // lock); readers update the word in place under the shared lock.
+    // Only the writer moves group states (rehash, with tables_lock_ held
+    // exclusively); readers update the word in place under the shared lock.
     std::atomic<uint64_t> word{0};
     VerificationWord() = default;
     VerificationWord(const VerificationWord& other) : word(other.word.load(std::memory_order_relaxed)) {}
@@ -97,19 +105,12 @@ class Index {
   };
 
   struct GroupState {
-    uint64_t generation = 0;  // written only under the shard's exclusive lock
+    uint64_t generation = 0;  // written only with tables_lock_ held exclusively
     VerificationWord verification;
   };
 
-  struct alignas(64) KeyShard {
-    mutable absl::Mutex mu;
-    absl::flat_hash_set<Fingerprint, FingerprintHash> keys ABSL_GUARDED_BY(mu);
-  };
-
-  struct alignas(64) GroupShard {
-    mutable absl::Mutex mu;
-    absl::flat_hash_map<Fingerprint, GroupState, FingerprintHash> groups ABSL_GUARDED_BY(mu);
-  };
+  using KeyTable = absl::flat_hash_set<Fingerprint, FingerprintHash>;
+  using GroupTable = absl::flat_hash_map<Fingerprint, GroupState, FingerprintHash>;
 
   // Shards use the high half of the fingerprint; the tables hash the low half.
   static size_t ShardOf(const Fingerprint& f) { return static_cast<size_t>(f.high >> (64 - kShardBits)); }
@@ -121,21 +122,26 @@ class Index {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
 
-  void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void StoreKey(const Fingerprint& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void RemoveKey(const Fingerprint& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void InvalidateGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void EraseGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void DropAllVerification() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  // Called with the group's shard held exclusively, before its state changes.
+  // With apply_mu_ held. ApplyEvent takes tables_lock_ itself; the helpers
+  // below it expect it held exclusively.
+  void ApplyEvent(uint64_t sequence, const Event& event);
+  void StoreKey(const Fingerprint& key);
+  void RemoveKey(const Fingerprint& key);
+  void InvalidateGroup(const Fingerprint& group);
+  void EraseGroup(const Fingerprint& group);
+  void DropAllVerification();
   void ForgetVerification(const GroupState& state);
+  // With apply_mu_ held and tables_lock_ not held: takes it shard by shard.
+  void ClearTables();
+  void ResetCursor();
   bool HasRoom() const;
 
   const uint64_t max_entries_;
 
-  std::array<KeyShard, kShards> key_shards_;
-  std::array<GroupShard, kShards> group_shards_;
+  // Guards every table below: see "Concurrency" above.
+  mutable RwLock tables_lock_;
+  std::array<KeyTable, kShards> key_shards_;
+  std::array<GroupTable, kShards> group_shards_;
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};
@@ -146,10 +152,11 @@ class Index {
   // resets the count in the same store that invalidates the verifications.
   std::atomic<uint64_t> verify_state_{uint64_t{1} << 32};
 
-  absl::Mutex apply_mu_;
-  bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
-  uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
+  // Serialises writers; guards the cursor and the generation counter.
+  std::mutex apply_mu_;
+  bool has_sequence_ = false;
+  uint64_t last_sequence_ = 0;
+  uint64_t next_generation_ = 1;
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};

@@ -1,17 +1,17 @@
 #include "log.h"
 
 #include <atomic>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
-
-#include "absl/synchronization/mutex.h"
 
 namespace sci {
 namespace {
 
 struct Sink {
-  absl::Mutex mu;
-  LogFn fn ABSL_GUARDED_BY(mu) = nullptr;
-  void* user ABSL_GUARDED_BY(mu) = nullptr;
+  std::shared_mutex mu;  // shared while a line is delivered: threads log in parallel
+  LogFn fn = nullptr;  // guarded by mu
+  void* user = nullptr;  // guarded by mu
   // Checked without the lock so that a silent library costs one load.
   std::atomic<bool> enabled{false};
 };
@@ -25,7 +25,7 @@ Sink& TheSink() {
 
 void SetLogCallback(LogFn fn, void* user) {
   Sink& sink = TheSink();
-  absl::MutexLock lock(&sink.mu);
+  std::unique_lock<std::shared_mutex> lock(sink.mu);
   sink.fn = fn;
   sink.user = user;
   sink.enabled.store(fn != nullptr, std::memory_order_release);
@@ -37,7 +37,7 @@ void LogLine(LogLevel level, std::string_view msg) {
   Sink& sink = TheSink();
   if (!sink.enabled.load(std::memory_order_acquire)) return;
   std::string line(msg);  // the callback is promised a NUL-terminated string
-  absl::ReaderMutexLock lock(&sink.mu);
+  std::shared_lock<std::shared_mutex> lock(sink.mu);
   if (sink.fn != nullptr) sink.fn(sink.user, static_cast<int32_t>(level), line.c_str(), line.size());
 }
 

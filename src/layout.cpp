@@ -1,0 +1,242 @@
+#include "layout.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sci {
+namespace {
+
+constexpr std::string_view kGroupNamespace = "sglang-hicache:";
+
+// Process-wide: the id of a key set, the same for every layout deriving it.
+// Never shrinks (a few hundred bytes per distinct key set a process ever
+// sees), so an id is never handed to a second key set.
+LayoutId InternKeySet(const std::string& canonical) {
+  struct Registry {
+    std::mutex mu;
+    absl::flat_hash_map<std::string, LayoutId> ids;  // guarded by mu
+    LayoutId next = 1;                               // guarded by mu
+  };
+  static Registry* const registry = new Registry;  // never destroyed: layouts may outlive static teardown
+  std::lock_guard<std::mutex> lock(registry->mu);
+  auto [it, inserted] = registry->ids.try_emplace(canonical, 0);
+  if (inserted) {
+    if (registry->next == 0) {
+      registry->ids.erase(it);
+      throw std::length_error("layout ids exhausted");
+    }
+    it->second = registry->next++;
+  }
+  return it->second;
+}
+
+// Debian's abseil has its own string_view, which absl::StrCat does not take
+// from a std::string_view: join by hand.
+std::string Concat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view part : parts) out.append(part);
+  return out;
+}
+
+// Length-prefixed, so no two different key sets encode alike.
+void AppendField(std::string* out, std::string_view field) {
+  out->append(std::to_string(field.size())).append(":").append(field);
+}
+
+// The suffixes of a layout without advertised pools, in the order SGLang
+// writes them.
+std::vector<std::string> DerivedSuffixes(const LayoutSpec& spec) {
+  const uint32_t tp = std::max(spec.tp_size, 1u);
+  const uint32_t pp = std::max(spec.pp_size, 1u);
+  std::vector<std::string> suffixes;
+  if (spec.is_mla_model) {
+    if (pp > 1) {
+      for (uint32_t p = 0; p < pp; ++p) suffixes.push_back(absl::StrCat("_", p, "_k"));
+    } else {
+      suffixes.push_back("__k");
+    }
+    return suffixes;
+  }
+  const uint32_t ranks =
+      spec.should_split_heads ? std::max({spec.tp_lcm_size != 0 ? spec.tp_lcm_size : tp, tp, 1u}) : tp;
+  for (uint32_t p = 0; p < pp; ++p) {
+    for (uint32_t rank = 0; rank < ranks; ++rank) {
+      const std::string part = pp > 1 ? absl::StrCat("_", rank, "_", p) : absl::StrCat("_", rank);
+      suffixes.push_back(absl::StrCat(part, "_k"));
+      suffixes.push_back(absl::StrCat(part, "_v"));
+    }
+  }
+  return suffixes;
+}
+
+// Keys per page of a layout without pools, computed without building them.
+size_t DerivedKeyCount(const LayoutSpec& spec) {
+  const size_t tp = std::max(spec.tp_size, 1u);
+  const size_t pp = std::max(spec.pp_size, 1u);
+  if (spec.is_mla_model) return pp;
+  const size_t ranks =
+      spec.should_split_heads ? std::max<size_t>({spec.tp_lcm_size != 0 ? spec.tp_lcm_size : tp, tp, 1}) : tp;
+  return ranks * pp * 2;
+}
+
+std::string ValidateScalars(const LayoutSpec& spec) {
+  if (spec.page_size == 0) return "page_size is 0";
+  const std::pair<const char*, uint32_t> sizes[] = {
+      {"tp_size", spec.tp_size}, {"pp_size", spec.pp_size}, {"tp_lcm_size", spec.tp_lcm_size}};
+  for (const auto& [name, value] : sizes) {
+    if (value > Layout::kMaxParallelSize) {
+      return absl::StrFormat("%s is %d (more than %d)", name, value, Layout::kMaxParallelSize);
+    }
+  }
+  return {};
+}
+
+std::string ValidatePools(const std::vector<PoolSpec>& pools) {
+  size_t total = 0;
+  for (size_t p = 0; p < pools.size(); ++p) {
+    const PoolSpec& pool = pools[p];
+    if (pool.hit_policy != HitPolicy::kAllPages && pool.hit_policy != HitPolicy::kTrailingPages) {
+      return absl::StrFormat("pools[%d].hit_policy is %d (want all_pages 0 or trailing_pages 1)", p,
+                             static_cast<int32_t>(pool.hit_policy));
+    }
+    if (pool.suffixes.empty()) return absl::StrFormat("pools[%d].suffixes is empty", p);
+    for (size_t s = 0; s < pool.suffixes.size(); ++s) {
+      // An empty suffix would make the logical key itself a page key: no
+      // SGLang pool writes that, so it can only be a mistake.
+      if (pool.suffixes[s].empty()) return absl::StrFormat("pools[%d].suffixes[%d] is empty", p, s);
+    }
+    total += pool.suffixes.size();
+  }
+  if (total > Layout::kMaxKeysPerPage) {
+    return absl::StrFormat("pools have %d suffixes in total (more than %d keys per page)", total,
+                           Layout::kMaxKeysPerPage);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string* error) {
+  auto fail = [error](std::string message) -> std::unique_ptr<const Layout> {
+    *error = std::move(message);
+    return nullptr;
+  };
+  if (std::string problem = ValidateScalars(spec); !problem.empty()) return fail(std::move(problem));
+  if (std::string problem = ValidatePools(spec.pools); !problem.empty()) return fail(std::move(problem));
+  if (spec.pools.empty() && DerivedKeyCount(spec) > kMaxKeysPerPage) {
+    return fail(absl::StrFormat(
+        "tp_size %d, pp_size %d, tp_lcm_size %d give %d keys per page (more than %d)", spec.tp_size,
+        spec.pp_size, spec.tp_lcm_size, DerivedKeyCount(spec), kMaxKeysPerPage));
+  }
+
+  // Pools are described as (policy, trailing count, suffixes); a layout
+  // without pools is one all_pages pool of derived suffixes.
+  std::vector<PoolSpec> pools = spec.pools;
+  const bool advertised = !pools.empty();
+  if (!advertised) pools.push_back(PoolSpec{DerivedSuffixes(spec), HitPolicy::kAllPages, 0});
+
+  std::unique_ptr<Layout> layout(new Layout);
+  layout->page_size_ = spec.page_size;
+  layout->is_eagle_ = spec.is_eagle;
+  layout->tenant_seed_ = TenantSeed(spec.tenant_id);
+  const std::string_view tag = spec.extra_backend_tag;
+  layout->group_prefix_ = Concat({kGroupNamespace, tag, tag.empty() ? "" : "_"});
+  // With pools the advertised key_prefix wins over the tag; without pools
+  // only the tag names keys.
+  const std::string_view prefix = advertised && !spec.key_prefix.empty() ? std::string_view(spec.key_prefix) : tag;
+  const char* prefix_field = advertised && !spec.key_prefix.empty() ? "key_prefix" : "extra_backend_tag";
+  layout->key_prefix_ = Concat({prefix, prefix.empty() ? "" : "_"});
+
+  if (layout->group_prefix_.size() + kPageHashHexLength > kMaxKeyBytes) {
+    return fail(absl::StrFormat("extra_backend_tag is %d bytes (group ids would exceed %d bytes)", tag.size(),
+                                kMaxKeyBytes));
+  }
+  size_t longest_suffix = 0;
+  size_t longest_pool = 0, longest_index = 0;
+  for (size_t p = 0; p < pools.size(); ++p) {
+    for (size_t s = 0; s < pools[p].suffixes.size(); ++s) {
+      if (pools[p].suffixes[s].size() > longest_suffix) {
+        longest_suffix = pools[p].suffixes[s].size();
+        longest_pool = p;
+        longest_index = s;
+      }
+    }
+  }
+  layout->max_key_length_ = layout->key_prefix_.size() + kPageHashHexLength + longest_suffix;
+  if (layout->max_key_length_ > kMaxKeyBytes) {
+    const std::string culprit = longest_suffix > prefix.size()
+                                    ? absl::StrFormat("pools[%d].suffixes[%d]", longest_pool, longest_index)
+                                    : std::string(prefix_field);
+    return fail(absl::StrFormat("%s is too long: keys would be %d bytes (at most %d)", culprit,
+                                layout->max_key_length_, kMaxKeyBytes));
+  }
+
+  // Each pool's suffixes once in the arena.
+  std::vector<std::vector<SuffixRef>> pool_refs(pools.size());
+  for (size_t p = 0; p < pools.size(); ++p) {
+    for (const std::string& suffix : pools[p].suffixes) {
+      pool_refs[p].push_back(SuffixRef{static_cast<uint32_t>(layout->suffix_arena_.size()),
+                                       static_cast<uint32_t>(suffix.size())});
+      layout->suffix_arena_ += suffix;
+    }
+  }
+
+  // Distinct trailing counts; a count of 0 covers no page and adds no level.
+  for (const PoolSpec& pool : pools) {
+    if (pool.hit_policy == HitPolicy::kTrailingPages && pool.trailing_pages > 0) {
+      layout->trailing_thresholds_.push_back(pool.trailing_pages);
+    }
+  }
+  std::vector<uint32_t>& thresholds = layout->trailing_thresholds_;
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+
+  // Level j: the all_pages pools plus the trailing pools among the j largest
+  // counts, each level's suffixes contiguous and in pool order.
+  std::string tenant_canonical = spec.tenant_id.empty() ? "default" : spec.tenant_id;
+  for (size_t j = 0; j <= thresholds.size(); ++j) {
+    const uint32_t min_trailing = j == 0 ? UINT32_MAX : thresholds[thresholds.size() - j];
+    Level level;
+    level.first_suffix = static_cast<uint32_t>(layout->suffix_refs_.size());
+    std::string canonical;
+    AppendField(&canonical, tenant_canonical);
+    AppendField(&canonical, layout->group_prefix_);
+    AppendField(&canonical, layout->key_prefix_);
+    for (size_t p = 0; p < pools.size(); ++p) {
+      const bool covers = pools[p].hit_policy == HitPolicy::kAllPages ||
+                          (j > 0 && pools[p].trailing_pages >= min_trailing);
+      if (!covers) continue;
+      for (size_t s = 0; s < pool_refs[p].size(); ++s) {
+        layout->suffix_refs_.push_back(pool_refs[p][s]);
+        AppendField(&canonical, pools[p].suffixes[s]);
+      }
+    }
+    level.n_suffixes = static_cast<uint32_t>(layout->suffix_refs_.size()) - level.first_suffix;
+    // A level without keys never hits, so it never verifies: it needs no id.
+    level.id = level.n_suffixes == 0 ? 0 : InternKeySet(canonical);
+    layout->levels_.push_back(level);
+  }
+  return layout;
+}
+
+std::string Layout::GroupId(std::string_view page_hash_hex) const {
+  return Concat({group_prefix_, page_hash_hex});
+}
+
+std::vector<std::string> Layout::KeysFor(std::string_view page_hash_hex, size_t page, size_t n_pages) const {
+  const Level& level = LevelFor(page, n_pages);
+  std::vector<std::string> keys;
+  for (uint32_t i = level.first_suffix; i < level.first_suffix + level.n_suffixes; ++i) {
+    keys.push_back(Concat({key_prefix_, page_hash_hex, Suffix(i)}));
+  }
+  return keys;
+}
+
+}  // namespace sci

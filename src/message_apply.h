@@ -1,0 +1,22 @@
+// Decode-then-apply: the one path from wire bytes to the index, shared by
+// the subscriber thread and sci_index_apply_message.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "index.h"
+#include "wire_decoder.h"
+
+namespace sci {
+
+// Decodes `frames` and applies them to `index` as one batch. On malformed input: counts
+// counters().malformed_messages, logs a warning with the reason, changes no key/group/cursor,
+// returns false and sets *error. `scratch` lets a hot loop (the subscriber) reuse the event vector.
+// `error` may be null. Production events of an unknown type are added to ignored_events (see
+// wire_decoder.h for how they are applied).
+bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames,
+                  DecodedMessage& scratch, std::string* error);
+
+}  // namespace sci

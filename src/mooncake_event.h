@@ -1,0 +1,23 @@
+// One object event as the Mooncake master's production publisher writes it
+// (wire-formats.md, section 1). The encoder writes it; the decoder can fill
+// it back in full when asked (DecodedMessage::collect_mooncake_events), so
+// tools and tests see every field the index itself does not need.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace sci {
+
+struct MooncakeEvent {
+  uint64_t event_id = 0;
+  bool stored = true;                 // "stored" / "removed"
+  std::string_view object_key;
+  std::string_view group_id;          // empty => nil
+  std::string_view tenant_id = "default";
+  std::string_view medium;            // empty => nil
+  std::string_view backend_id = "mooncake-master-0";
+  uint64_t base_block_idx = 0;        // stored only; removed writes nil
+};
+
+}  // namespace sci

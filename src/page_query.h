@@ -1,0 +1,62 @@
+// The router's hot path: which pages of a request are fully present in the
+// pool (../shared/docs/sglang-hicache.md, ../shared/docs/index-semantics.md
+// "Queries").
+//
+// Per page: hash it, probe its group; a group verified under the page's
+// layout id answers with that one lookup (the fast path). Otherwise every
+// key the page needs is fingerprinted and looked up; all present is a hit,
+// and the group is marked verified -- which the index refuses if anything
+// invalidated the group since the probe, while the page still reports the
+// hit it proved. A page needing no key is a miss.
+//
+// Once warm a query allocates nothing and builds no std::string: keys are
+// assembled in stack buffers (KeyBuffer) and fingerprinted in place, digests
+// are chained page by page on the stack, and counters are bumped once per
+// query with totals.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "index.h"
+#include "layout.h"
+
+namespace sci {
+
+struct PageQueryResult {
+  size_t n_pages = 0;      // whole pages in the request
+  size_t total_hits = 0;   // pages fully present
+  size_t prefix_hits = 0;  // leading run of hit pages
+  size_t fast_path = 0;    // pages answered by an already-verified group
+};
+
+// Test seam: called after a page's group has been probed and before its
+// keys are looked up, so a test can land an event in exactly that window.
+// Plain function pointer: costs one predictable branch when unset.
+struct PageQueryHooks {
+  void (*after_group_probe)(void* user, size_t page) = nullptr;
+  void* user = nullptr;
+};
+
+// Pages a query will answer: the whole pages of the request, or 0 when
+// `block_size` is not the layout's page size (the router's blocks then do not
+// line up with SGLang's pages, so nothing can be looked up).
+size_t PagesToCheck(const Layout& layout, size_t n_tokens, uint32_t block_size);
+
+// Answers a request of token ids. `hits` must hold PagesToCheck(...) bytes;
+// hits[i] becomes 1 or 0. A block size mismatch answers zero pages and is
+// counted as a query with no page checked.
+PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
+                           uint32_t block_size, std::span<uint8_t> hits, const PageQueryHooks* hooks = nullptr);
+
+// Answers a request whose page hashes the caller already holds (64 lowercase
+// hex characters each, in page order; see IsPageHashHex). A hash of any other
+// shape is answered as a miss. `hits` must hold n_pages bytes.
+PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pages,
+                                absl::FunctionRef<std::string_view(size_t page)> page_hash,
+                                std::span<uint8_t> hits, const PageQueryHooks* hooks = nullptr);
+
+}  // namespace sci

@@ -1,0 +1,92 @@
+// A publisher that speaks the Mooncake master's production format byte for
+// byte: frames [topic (empty), 8-byte big-endian sequence, msgpack payload],
+// sequences from 1 (one per batch), event ids from 1 (one per event),
+// batches of at most 64 events (EncodeMooncakePayload / EncodeSequence).
+//
+// Unlike the real master it never drops an event: its send queue is
+// unbounded by default, so loss only happens when asked for (Skip). The
+// socket is an XPUB, a publisher on the wire, which also lets it wait until
+// subscribers have subscribed before it sends, so a demo or test that
+// starts it first loses nothing to the PUB/SUB slow-joiner race.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "mooncake_event.h"
+#include "publish_script.h"
+
+namespace sci::tools {
+
+struct PublisherConfig {
+  static constexpr size_t kMaxBatch = 64;  // the real publisher's limit
+
+  std::string endpoint;
+  bool bind = true;   // else connect (to a subscriber that binds)
+  std::string topic;  // frame 0; the production publisher sends it empty
+  size_t max_batch = kMaxBatch;
+  double rate = 0;                      // events per second; 0 = as fast as possible
+  std::optional<int64_t> timestamp_ms;  // fixed batch timestamp (reproducible bytes); else the clock
+  uint64_t first_sequence = 1;
+  std::string backend_id = "mooncake-master-0";
+  int send_hwm = 0;  // ZeroMQ messages queued per subscriber before dropping; 0 = never drop
+  int linger_ms = 1000;
+};
+
+class BatchPublisher {
+ public:
+  explicit BatchPublisher(PublisherConfig config);
+
+  // Binds or connects. False with *error if ZeroMQ refuses the endpoint.
+  bool Open(std::string* error);
+  // What the socket is bound to (the port a "tcp://host:*" endpoint got).
+  std::string BoundEndpoint();
+
+  // Waits until `subscriptions` subscribe requests have arrived, or
+  // `timeout` passes (negative: no limit), or `stop_fd` becomes readable
+  // (-1: none). Returns how many arrived.
+  int WaitForSubscriptions(int subscriptions, std::chrono::milliseconds timeout, int stop_fd);
+
+  // Queues an event; a full batch is sent at once.
+  void Add(const ScriptEvent& event);
+  // Sends the queued events, if any, as one batch.
+  void Flush();
+  // Flushes, then skips `n` sequence numbers: subscribers see a gap.
+  void Skip(uint64_t n);
+  // Flushes and closes, waiting up to linger_ms for queued messages to leave.
+  void Close();
+
+  uint64_t messages() const { return messages_; }
+  uint64_t events() const { return events_; }
+  uint64_t skipped() const { return skipped_; }
+  bool sent_any() const { return messages_ > 0; }
+  uint64_t first_sequence_sent() const { return first_sequence_sent_; }
+  uint64_t last_sequence_sent() const { return last_sequence_sent_; }
+
+ private:
+  void Pace();
+
+  const PublisherConfig config_;
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  bool open_ = false;
+
+  std::vector<ScriptEvent> pending_;
+  std::vector<MooncakeEvent> views_;
+  std::string payload_;
+  uint64_t next_sequence_;
+  uint64_t next_event_id_ = 1;
+
+  uint64_t messages_ = 0;
+  uint64_t events_ = 0;
+  uint64_t skipped_ = 0;
+  uint64_t first_sequence_sent_ = 0;
+  uint64_t last_sequence_sent_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> started_;
+};
+
+}  // namespace sci::tools

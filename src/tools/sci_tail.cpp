@@ -1,0 +1,290 @@
+// sci-tail: subscribes to a KV-event publisher and prints every message as
+// one JSON line, marking sequence gaps and duplicates the way the index
+// judges them, then every counter on a last line.
+#include <zmq.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "command_line.h"
+#include "index.h"
+#include "json_writer.h"
+#include "message_apply.h"
+#include "stats_json.h"
+#include "stop_signal.h"
+#include "wire_decoder.h"
+
+namespace sci::tools {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"endpoint", "E", "publisher endpoint to connect to, e.g. tcp://127.0.0.1:5557 or ipc:///tmp/kv.ipc (required)"},
+    {"topic", "T", "subscription prefix (default: empty, every message)"},
+    {"max-messages", "N", "stop after N messages (default 0: no limit)"},
+    {"timeout-ms", "MS", "stop after MS milliseconds without a message (default 0: no limit)"},
+    {"reconnect-ms", "MS", "ZeroMQ reconnect interval (default 100)"},
+    {"help", "", "print this help"},
+};
+
+constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
+
+Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
+message, in any wire format the index reads (mooncake, mooncake-v1, engine):
+
+  {"sequence":7,"format":"mooncake","topic":"","timestamp_ms":...,
+   "events":[{"type":"stored","object_key":"...","group_id":"...",
+              "tenant_id":"default","medium":"cpu","event_id":12}],
+   "gap":true,"duplicate":true}
+
+"gap" / "duplicate" appear only when true, as the index judges the sequence
+(a gap clears the index it keeps). A malformed message prints
+{"malformed":"<reason>","frames":N,"bytes":B,...} and changes nothing. Event
+types are stored, removed, all_cleared and ignored (block-hash events of
+engines). Strings that are not valid UTF-8 are printed lossily and exactly,
+as hex, in a sibling "<field>_hex".
+
+Stops after --max-messages messages, after --timeout-ms without one, or on
+SIGINT / SIGTERM, then prints {"stats":{...}} with every counter of the
+index. Exit status: 0, 1 if the socket cannot be set up, 2 on bad flags.
+
+flags:
+)";
+
+std::string_view KindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kStored: return "stored";
+    case EventKind::kRemoved: return "removed";
+    case EventKind::kAllCleared: return "all_cleared";
+    case EventKind::kIgnored: break;
+  }
+  return "ignored";
+}
+
+// Writes one line and flushes it, so a reader on a pipe sees it at once.
+// False once stdout is gone.
+bool PrintLine(const std::string& line) {
+  return std::fwrite(line.data(), 1, line.size(), stdout) == line.size() && std::fputc('\n', stdout) != EOF &&
+         std::fflush(stdout) == 0;
+}
+
+std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate) {
+  JsonArray events;
+  const bool full = message.format == WireFormat::kMooncake &&
+                    message.mooncake_events.size() == message.events.size();
+  for (size_t i = 0; i < message.events.size(); ++i) {
+    const Event& event = message.events[i];
+    JsonObject object;
+    object.Bytes("type", KindName(event.kind))
+        .Bytes("object_key", event.object_key)
+        .Bytes("group_id", event.group_id)
+        .Bytes("tenant_id", event.tenant_id)
+        .Bytes("medium", event.medium);
+    if (full) object.Uint("event_id", message.mooncake_events[i].event_id);
+    events.Raw(object.Finish());
+  }
+  JsonObject line;
+  line.Uint("sequence", message.sequence)
+      .Bytes("format", WireFormatName(message.format))
+      .Bytes("topic", message.topic)
+      .Int("timestamp_ms", message.timestamp_ms)
+      .Raw("events", events.Finish());
+  if (gap) line.Bool("gap", true);
+  if (duplicate) line.Bool("duplicate", true);
+  return line.Finish();
+}
+
+std::string MalformedLine(std::string_view reason, std::span<const std::span<const uint8_t>> frames) {
+  size_t bytes = 0;
+  for (const auto& frame : frames) bytes += frame.size();
+  JsonObject line;
+  line.Bytes("malformed", reason).Uint("frames", frames.size()).Uint("bytes", bytes);
+  if (!frames.empty()) {
+    line.Bytes("topic", std::string_view(reinterpret_cast<const char*>(frames[0].data()), frames[0].size()));
+  }
+  return line.Finish();
+}
+
+class Tail {
+ public:
+  Tail(std::string endpoint, std::string topic, uint64_t max_messages, uint64_t timeout_ms, int reconnect_ms)
+      : endpoint_(std::move(endpoint)),
+        topic_(std::move(topic)),
+        max_messages_(max_messages),
+        timeout_ms_(timeout_ms),
+        reconnect_ms_(reconnect_ms),
+        context_(1),
+        socket_(context_, zmq::socket_type::sub),
+        monitor_(context_, zmq::socket_type::pair) {
+    scratch_.collect_mooncake_events = true;
+  }
+
+  bool Connect(std::string* error) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvhwm, 1 << 20);
+    socket_.set(zmq::sockopt::reconnect_ivl, reconnect_ms_);
+    socket_.set(zmq::sockopt::subscribe, topic_);
+    if (zmq_socket_monitor(socket_.handle(), "inproc://sci-tail-monitor",
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
+      *error = absl::StrFormat("cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
+      return false;
+    }
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect("inproc://sci-tail-monitor");
+    if (zmq_connect(socket_.handle(), endpoint_.c_str()) != 0) {
+      *error = absl::StrFormat("cannot connect to \"%s\": %s", endpoint_, zmq_strerror(zmq_errno()));
+      return false;
+    }
+    return true;
+  }
+
+  void Run() {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point last_message = Clock::now();
+    while (max_messages_ == 0 || received_ < max_messages_) {
+      long timeout = -1;
+      if (timeout_ms_ > 0) {
+        const auto left = last_message + std::chrono::milliseconds(timeout_ms_) - Clock::now();
+        if (left <= Clock::duration::zero()) return;
+        timeout = static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+      }
+      zmq_pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+                                {nullptr, StopSignal::fd(), ZMQ_POLLIN, 0}};
+      if (zmq_poll(items, 3, timeout) < 0) {
+        if (zmq_errno() == EINTR) continue;
+        return;
+      }
+      if (items[2].revents & ZMQ_POLLIN) return;
+      if (items[1].revents & ZMQ_POLLIN) DrainMonitor();
+      if (items[0].revents & ZMQ_POLLIN) {
+        while ((max_messages_ == 0 || received_ < max_messages_) && ReceiveOne()) {
+          last_message = Clock::now();
+          if (!stdout_ok_) return;
+        }
+      }
+    }
+  }
+
+  const Index& index() const { return index_; }
+
+ private:
+  bool ReceiveOne() {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t first;
+    if (!socket_.recv(first, zmq::recv_flags::dontwait)) return false;
+    bool more = first.more();
+    frames.push_back(std::move(first));
+    while (more) {
+      zmq::message_t part;
+      (void)socket_.recv(part);
+      more = part.more();
+      frames.push_back(std::move(part));
+    }
+    ++received_;
+    index_.counters().messages_received.Add();
+    std::vector<std::span<const uint8_t>> spans;
+    for (const zmq::message_t& frame : frames) spans.emplace_back(frame.data<uint8_t>(), frame.size());
+
+    // The index judges the sequence exactly as the library's subscriber
+    // does; its counters say what it decided.
+    const Stats before = index_.GetStats();
+    std::string error;
+    if (!ApplyMessage(index_, spans, scratch_, &error)) {
+      stdout_ok_ = PrintLine(MalformedLine(error, spans));
+      return true;
+    }
+    const Stats after = index_.GetStats();
+    stdout_ok_ = PrintLine(MessageLine(scratch_, after.sequence_gaps > before.sequence_gaps,
+                                       after.duplicate_batches > before.duplicate_batches));
+    return true;
+  }
+
+  void DrainMonitor() {
+    while (true) {
+      zmq::message_t event;
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      bool more = event.more();
+      while (more) {
+        zmq::message_t part;
+        (void)monitor_.recv(part);
+        more = part.more();
+      }
+      if (event.size() < sizeof(uint16_t)) continue;
+      uint16_t id = 0;
+      std::memcpy(&id, event.data(), sizeof id);
+      Counters& counters = index_.counters();
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.load()) {
+        counters.subscriber_connected.store(true);
+        counters.subscriber_connects.Add();
+      } else if (id == ZMQ_EVENT_DISCONNECTED && counters.subscriber_connected.load()) {
+        counters.subscriber_connected.store(false);
+        counters.subscriber_disconnects.Add();
+      }
+    }
+  }
+
+  const std::string endpoint_;
+  const std::string topic_;
+  const uint64_t max_messages_;
+  const uint64_t timeout_ms_;
+  const int reconnect_ms_;
+  Index index_;
+  DecodedMessage scratch_;
+  uint64_t received_ = 0;
+  bool stdout_ok_ = true;
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  zmq::socket_t monitor_;
+};
+
+int Main(int argc, char** argv) {
+  CommandLine flags;
+  std::string error;
+  if (!CommandLine::Parse(kFlags, argc, argv, &flags, &error)) {
+    std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
+    return 2;
+  }
+  if (flags.Has("help")) {
+    std::fprintf(stdout, "%s%s", kUsage, FlagHelp(kFlags).c_str());
+    return 0;
+  }
+  uint64_t max_messages = 0, timeout_ms = 0, reconnect_ms = 0;
+  if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {
+    error = "--endpoint is required";
+  } else if (flags.GetUint("max-messages", 0, UINT64_MAX, &max_messages, &error) &&
+             flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &timeout_ms, &error) &&
+             flags.GetUint("reconnect-ms", 100, INT32_MAX, &reconnect_ms, &error)) {
+    error.clear();
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "sci-tail: %s (see --help)\n", error.c_str());
+    return 2;
+  }
+  if (!StopSignal::Install()) {
+    std::fprintf(stderr, "sci-tail: cannot install the signal handlers\n");
+    return 1;
+  }
+  try {
+    Tail tail(flags.Get("endpoint"), flags.Get("topic"), max_messages, timeout_ms, static_cast<int>(reconnect_ms));
+    if (!tail.Connect(&error)) {
+      std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
+      return 1;
+    }
+    tail.Run();
+    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats())).Finish());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sci-tail: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace sci::tools
+
+int main(int argc, char** argv) { return sci::tools::Main(argc, argv); }

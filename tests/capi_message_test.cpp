@@ -1,0 +1,176 @@
+// sci_index_apply_message as a C caller sees it: only the public header and
+// the shared library. Golden messages apply; malformed ones return
+// SCI_ERR_DECODE, are counted and change nothing; bad arguments return
+// SCI_ERR_INVALID_ARGUMENT and are not even counted.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "golden_capture.h"
+#include "shared_cache_index.h"
+
+namespace {
+
+using sci_test::GoldenMessage;
+using sci_test::LoadCapture;
+
+sci_str S(const std::string& s) { return sci_str{s.data(), s.size()}; }
+
+struct IndexHandle {
+  IndexHandle() { EXPECT_EQ(sci_index_new(nullptr, &index), SCI_OK); }
+  ~IndexHandle() { sci_index_free(index); }
+  sci_index* index = nullptr;
+};
+
+sci_stats Stats(const sci_index* index) {
+  sci_stats stats{};
+  stats.struct_size = sizeof stats;
+  EXPECT_EQ(sci_index_stats(index, &stats), SCI_OK);
+  return stats;
+}
+
+bool Contains(const sci_index* index, const std::string& tenant, const std::string& key) {
+  bool present = false;
+  EXPECT_EQ(sci_index_contains(index, S(tenant), S(key), &present), SCI_OK);
+  return present;
+}
+
+std::vector<sci_bytes> Frames(const GoldenMessage& message) {
+  std::vector<sci_bytes> frames;
+  for (const std::string& frame : message.frames) {
+    // An empty frame may come with a NULL pointer, as from many C callers.
+    frames.push_back(sci_bytes{frame.empty() ? nullptr : reinterpret_cast<const uint8_t*>(frame.data()),
+                               frame.size()});
+  }
+  return frames;
+}
+
+sci_status Apply(sci_index* index, const GoldenMessage& message) {
+  const std::vector<sci_bytes> frames = Frames(message);
+  return sci_index_apply_message(index, frames.data(), frames.size());
+}
+
+const std::string kPageHash = "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72";
+
+TEST(CapiApplyMessage, GoldenBasicLeavesTheExpectedKeys) {
+  IndexHandle h;
+  const std::vector<GoldenMessage> basic = LoadCapture("basic");
+  ASSERT_EQ(basic.size(), 5u);
+  for (const GoldenMessage& message : basic) ASSERT_EQ(Apply(h.index, message), SCI_OK) << sci_last_error();
+  EXPECT_TRUE(Contains(h.index, "", kPageHash + "_0_k"));
+  EXPECT_TRUE(Contains(h.index, "default", kPageHash + "_0_k"));
+  EXPECT_FALSE(Contains(h.index, "", kPageHash + "_0_v"));
+  EXPECT_TRUE(Contains(h.index, "tenant-a", "12345"));
+  EXPECT_FALSE(Contains(h.index, "", "12345"));
+  EXPECT_FALSE(Contains(h.index, "", "0x2a"));
+  const sci_stats stats = Stats(h.index);
+  EXPECT_EQ(stats.keys, 2u);
+  EXPECT_EQ(stats.groups, 0u);
+  EXPECT_EQ(stats.batches_applied, 5u);
+  EXPECT_EQ(stats.malformed_messages, 0u);
+  EXPECT_TRUE(stats.has_sequence);
+  EXPECT_EQ(stats.last_sequence, 5u);
+}
+
+TEST(CapiApplyMessage, GoldenOverflowCountsItsGapsAndBurstItsKeys) {
+  IndexHandle overflow, burst;
+  for (const GoldenMessage& message : LoadCapture("overflow")) ASSERT_EQ(Apply(overflow.index, message), SCI_OK);
+  for (const GoldenMessage& message : LoadCapture("burst")) ASSERT_EQ(Apply(burst.index, message), SCI_OK);
+  EXPECT_EQ(Stats(overflow.index).sequence_gaps, 25u);
+  EXPECT_EQ(Stats(burst.index).keys, 1000u);
+}
+
+TEST(CapiApplyMessage, MalformedReturnsDecodeIsCountedAndChangesNothing) {
+  IndexHandle h;
+  const std::vector<GoldenMessage> basic = LoadCapture("basic");
+  ASSERT_EQ(basic.size(), 5u);
+  ASSERT_EQ(Apply(h.index, basic[0]), SCI_OK);
+  const sci_stats before = Stats(h.index);
+
+  // Message 1 (stores _0_v) cut short by one byte: none of it may land.
+  GoldenMessage truncated = basic[1];
+  truncated.frames[2].resize(truncated.frames[2].size() - 1);
+  EXPECT_EQ(Apply(h.index, truncated), SCI_ERR_DECODE);
+  const std::string error = sci_last_error();
+  EXPECT_NE(error.find("sci_index_apply_message"), std::string::npos) << error;
+  EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+
+  const sci_stats after = Stats(h.index);
+  EXPECT_EQ(after.malformed_messages, before.malformed_messages + 1);
+  EXPECT_EQ(after.keys, before.keys);
+  EXPECT_EQ(after.groups, before.groups);
+  EXPECT_EQ(after.batches_applied, before.batches_applied);
+  EXPECT_EQ(after.last_sequence, before.last_sequence);
+  EXPECT_EQ(after.clears, before.clears);
+  EXPECT_FALSE(Contains(h.index, "", kPageHash + "_0_v"));
+
+  // The good message 1 after it is the next sequence: no gap.
+  ASSERT_EQ(Apply(h.index, basic[1]), SCI_OK);
+  EXPECT_EQ(Stats(h.index).sequence_gaps, 0u);
+  EXPECT_TRUE(Contains(h.index, "", kPageHash + "_0_v"));
+}
+
+TEST(CapiApplyMessage, WrongFrameShapesAreDecodeErrors) {
+  IndexHandle h;
+  const std::vector<GoldenMessage> basic = LoadCapture("basic");
+  ASSERT_FALSE(basic.empty());
+  std::vector<sci_bytes> frames = Frames(basic[0]);
+
+  EXPECT_EQ(sci_index_apply_message(h.index, frames.data(), 2), SCI_ERR_DECODE);
+  EXPECT_NE(std::string(sci_last_error()).find("2 frames"), std::string::npos) << sci_last_error();
+  EXPECT_EQ(sci_index_apply_message(h.index, nullptr, 0), SCI_ERR_DECODE);
+
+  frames[1].len = 5;
+  EXPECT_EQ(sci_index_apply_message(h.index, frames.data(), frames.size()), SCI_ERR_DECODE);
+  EXPECT_NE(std::string(sci_last_error()).find("frame 1 (sequence) has 5 bytes, expected 8"), std::string::npos)
+      << sci_last_error();
+
+  const sci_stats stats = Stats(h.index);
+  EXPECT_EQ(stats.malformed_messages, 3u);
+  EXPECT_FALSE(stats.has_sequence);
+  EXPECT_EQ(stats.keys, 0u);
+}
+
+TEST(CapiApplyMessage, BadArgumentsAreRejectedUncountedAndChangeNothing) {
+  IndexHandle h;
+  const std::vector<GoldenMessage> basic = LoadCapture("basic");
+  ASSERT_FALSE(basic.empty());
+  std::vector<sci_bytes> frames = Frames(basic[0]);
+
+  EXPECT_EQ(sci_index_apply_message(nullptr, frames.data(), frames.size()), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("sci_index_apply_message: index is NULL"), std::string::npos);
+
+  EXPECT_EQ(sci_index_apply_message(h.index, nullptr, 3), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("sci_index_apply_message: frames is NULL"), std::string::npos);
+
+  frames[2].ptr = nullptr;  // with its non-zero length
+  EXPECT_EQ(sci_index_apply_message(h.index, frames.data(), frames.size()), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("frames[2]"), std::string::npos) << sci_last_error();
+
+  const sci_stats stats = Stats(h.index);
+  EXPECT_EQ(stats.malformed_messages, 0u);
+  EXPECT_EQ(stats.keys, 0u);
+  EXPECT_FALSE(stats.has_sequence);
+}
+
+TEST(CapiApplyMessage, AMalformedMessageIsReportedThroughTheLogCallback) {
+  IndexHandle h;
+  std::vector<std::string> warnings;
+  sci_set_log_callback(
+      [](void* user, int32_t level, const char* msg, size_t len) {
+        if (level == SCI_LOG_WARN) static_cast<std::vector<std::string>*>(user)->emplace_back(msg, len);
+      },
+      &warnings);
+  const std::string payload("\xc1", 1);
+  const uint8_t sequence[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+  const sci_bytes frames[3] = {{nullptr, 0}, {sequence, 8}, {reinterpret_cast<const uint8_t*>(payload.data()), 1}};
+  EXPECT_EQ(sci_index_apply_message(h.index, frames, 3), SCI_ERR_DECODE);
+  sci_set_log_callback(nullptr, nullptr);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("malformed"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("0xc1"), std::string::npos) << warnings[0];
+}
+
+}  // namespace

@@ -1,0 +1,275 @@
+// The real publisher's bytes: every golden message decodes to exactly what
+// expected.jsonl says, and applying a capture leaves the index in the state
+// index-semantics.md implies.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "golden_capture.h"
+#include "index.h"
+#include "message_apply.h"
+#include "wire_decoder.h"
+
+namespace sci {
+namespace {
+
+using sci_test::GoldenMessage;
+using sci_test::LoadCapture;
+using sci_test::LoadExpectedLines;
+
+constexpr std::string_view kPageHash = "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72";
+
+std::string Hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex.push_back(digits[c >> 4]);
+    hex.push_back(digits[c & 15]);
+  }
+  return hex;
+}
+
+std::string_view KindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kStored: return "stored";
+    case EventKind::kRemoved: return "removed";
+    case EventKind::kAllCleared: return "all-cleared";
+    case EventKind::kIgnored: return "ignored";
+  }
+  return "?";
+}
+
+std::string StringOrEmpty(const nlohmann::json& value) { return value.is_null() ? "" : value.get<std::string>(); }
+
+class GoldenCapture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenCapture, EveryMessageDecodesToExactlyTheExpectedEvents) {
+  const std::vector<GoldenMessage> messages = LoadCapture(GetParam());
+  const std::vector<std::string> expected = LoadExpectedLines(GetParam());
+  ASSERT_FALSE(messages.empty()) << "no capture in " << sci_test::CaptureDir(GetParam());
+  ASSERT_EQ(messages.size(), expected.size());
+
+  DecodedMessage decoded;
+  for (size_t m = 0; m < messages.size(); ++m) {
+    SCOPED_TRACE(messages[m].name);
+    const nlohmann::json want = nlohmann::json::parse(expected[m]);
+    ASSERT_EQ(want["message"], messages[m].name);
+    const auto frames = messages[m].FrameSpans();
+    std::string error;
+    ASSERT_TRUE(DecodeMessage(frames, &decoded, &error)) << error;
+
+    EXPECT_EQ(decoded.format, WireFormat::kMooncake);
+    EXPECT_EQ(Hex(decoded.topic), want["topic_hex"].get<std::string>());
+    EXPECT_EQ(decoded.sequence, want["sequence"].get<uint64_t>());
+    EXPECT_EQ(decoded.timestamp_ms, want["timestamp_ms"].get<int64_t>());
+    EXPECT_TRUE(decoded.has_dp_rank);
+    EXPECT_EQ(decoded.dp_rank, want["dp_rank"].get<uint64_t>());
+    EXPECT_EQ(decoded.unknown_event_types, 0u);
+
+    const nlohmann::json& events = want["events"];
+    ASSERT_EQ(decoded.events.size(), events.size());
+    for (size_t e = 0; e < events.size(); ++e) {
+      SCOPED_TRACE(e);
+      const Event& got = decoded.events[e];
+      EXPECT_EQ(KindName(got.kind), events[e]["event_type"].get<std::string>());
+      EXPECT_EQ(got.object_key, StringOrEmpty(events[e]["object_key"]));
+      EXPECT_EQ(got.group_id, StringOrEmpty(events[e]["group_id"]));
+      EXPECT_EQ(got.tenant_id, StringOrEmpty(events[e]["tenant_id"]));
+      EXPECT_EQ(got.medium, StringOrEmpty(events[e]["medium"]));
+    }
+  }
+}
+
+// A model of the semantics small enough to trust by reading: a set of
+// (tenant, key), cleared by a gap.
+TEST_P(GoldenCapture, ApplyingTheCaptureLeavesWhatASimpleModelPredicts) {
+  const std::vector<GoldenMessage> messages = LoadCapture(GetParam());
+  const std::vector<std::string> expected = LoadExpectedLines(GetParam());
+  ASSERT_EQ(messages.size(), expected.size());
+
+  std::set<std::pair<std::string, std::string>> model, ever_named;
+  bool has_last = false;
+  uint64_t last = 0, gaps = 0;
+  Index index;
+  DecodedMessage scratch;
+  for (size_t m = 0; m < messages.size(); ++m) {
+    const nlohmann::json want = nlohmann::json::parse(expected[m]);
+    const uint64_t sequence = want["sequence"].get<uint64_t>();
+    if (has_last && sequence != last + 1 && sequence != last) {
+      ++gaps;
+      model.clear();
+    }
+    if (!has_last || sequence != last) {
+      for (const nlohmann::json& e : want["events"]) {
+        std::pair<std::string, std::string> key{e["tenant_id"].get<std::string>(), e["object_key"].get<std::string>()};
+        ever_named.insert(key);
+        if (e["event_type"] == "stored") model.insert(key);
+        if (e["event_type"] == "removed") model.erase(key);
+      }
+    }
+    has_last = true;
+    last = sequence;
+
+    const auto frames = messages[m].FrameSpans();
+    std::string error;
+    ASSERT_TRUE(ApplyMessage(index, frames, scratch, &error)) << messages[m].name << ": " << error;
+  }
+
+  const Stats stats = index.GetStats();
+  EXPECT_EQ(stats.keys, model.size());
+  EXPECT_EQ(stats.sequence_gaps, gaps);
+  EXPECT_EQ(stats.malformed_messages, 0u);
+  EXPECT_EQ(stats.last_sequence, last);
+  for (const auto& [tenant, key] : ever_named) {
+    EXPECT_EQ(index.Contains(tenant, key), model.count({tenant, key}) == 1) << tenant << "/" << key;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCaptures, GoldenCapture, ::testing::ValuesIn(sci_test::kCaptures),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// ---- the captures one by one, against the semantics ----
+
+class GoldenApply : public ::testing::Test {
+ protected:
+  void ApplyAll(const std::string& capture) {
+    for (const GoldenMessage& message : LoadCapture(capture)) Apply(message);
+  }
+  void Apply(const GoldenMessage& message) {
+    const auto frames = message.FrameSpans();
+    std::string error;
+    ASSERT_TRUE(ApplyMessage(index_, frames, scratch_, &error)) << message.name << ": " << error;
+  }
+  static Fingerprint Group(std::string_view group, std::string_view tenant = {}) {
+    return FingerprintOf(TenantSeed(tenant), group);
+  }
+
+  Index index_;
+  DecodedMessage scratch_;
+};
+
+TEST_F(GoldenApply, BasicLeavesExactlyTheExpectedKeysPerTenant) {
+  ApplyAll("basic");
+  const std::string page_key = std::string(kPageHash) + "_0_k";
+  EXPECT_TRUE(index_.Contains("default", page_key));
+  EXPECT_TRUE(index_.Contains("", page_key));
+  EXPECT_TRUE(index_.Contains("tenant-a", "12345"));
+  EXPECT_FALSE(index_.Contains("default", std::string(kPageHash) + "_0_v"));  // removed
+  EXPECT_FALSE(index_.Contains("default", "0x2a"));                           // removed, never stored
+  // Tenants are separate key spaces.
+  EXPECT_FALSE(index_.Contains("default", "12345"));
+  EXPECT_FALSE(index_.Contains("tenant-a", page_key));
+
+  const Stats stats = index_.GetStats();
+  EXPECT_EQ(stats.keys, 2u);
+  EXPECT_EQ(stats.groups, 0u);  // its removal with the group id erased it
+  EXPECT_EQ(stats.verified_groups, 0u);
+  EXPECT_EQ(stats.batches_applied, 5u);
+  EXPECT_EQ(stats.events_applied, 5u);
+  EXPECT_EQ(stats.sequence_gaps, 0u);
+  EXPECT_EQ(stats.last_sequence, 5u);
+}
+
+TEST_F(GoldenApply, BasicGroupStatesFollowEachMessage) {
+  const std::vector<GoldenMessage> messages = LoadCapture("basic");
+  ASSERT_EQ(messages.size(), 5u);
+  const std::string group = "sglang-hicache:" + std::string(kPageHash);
+  constexpr LayoutId kLayout = 1;
+
+  // Stored k: the group exists, unverified.
+  Apply(messages[0]);
+  GroupProbe probe = index_.ProbeGroup(Group(group), kLayout);
+  EXPECT_TRUE(probe.exists);
+  EXPECT_FALSE(probe.verified);
+  const uint64_t first_generation = probe.generation;
+  // A query that proved the page can verify it.
+  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
+  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
+
+  // Stored v, same group: a new object of the group drops the verification.
+  Apply(messages[1]);
+  probe = index_.ProbeGroup(Group(group), kLayout);
+  EXPECT_TRUE(probe.exists);
+  EXPECT_FALSE(probe.verified);
+  EXPECT_NE(probe.generation, first_generation);
+  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
+
+  // A key in another tenant, no group: the group is untouched.
+  Apply(messages[2]);
+  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
+  EXPECT_FALSE(index_.ProbeGroup(Group(group, "tenant-a"), kLayout).exists);
+
+  // Removal of v with the group id: the group is gone.
+  Apply(messages[3]);
+  EXPECT_FALSE(index_.ProbeGroup(Group(group), kLayout).exists);
+  EXPECT_EQ(index_.GetStats().groups, 0u);
+
+  // Unlabelled removal of 0x2a: nothing to remove, every verification dropped.
+  Apply(messages[4]);
+  EXPECT_EQ(index_.GetStats().verified_groups, 0u);
+  EXPECT_EQ(index_.GetStats().keys, 2u);
+}
+
+TEST_F(GoldenApply, UnlabelledRemovalInBasicDropsOtherGroupsVerification) {
+  const std::vector<GoldenMessage> messages = LoadCapture("basic");
+  ASSERT_EQ(messages.size(), 5u);
+  for (size_t m = 0; m < 4; ++m) Apply(messages[m]);
+  // A group verified just before the unlabelled removal of 0x2a: that key
+  // could have belonged to it, so its verification must not survive.
+  index_.ApplyBatch(5, std::vector<Event>{Event{EventKind::kStored, "other_0_k", "g-other", {}, "cpu"}});
+  const GroupProbe probe = index_.ProbeGroup(Group("g-other"), 1);
+  ASSERT_TRUE(index_.MarkVerified(Group("g-other"), probe, 1));
+  // basic's message 4 has sequence 5, now a duplicate: replay it under 6 by
+  // re-framing its payload.
+  GoldenMessage removal = messages[4];
+  removal.frames[1] = std::string("\0\0\0\0\0\0\0\x06", 8);
+  Apply(removal);
+  EXPECT_FALSE(index_.ProbeGroup(Group("g-other"), 1).verified);
+  EXPECT_TRUE(index_.ProbeGroup(Group("g-other"), 1).exists);
+}
+
+TEST_F(GoldenApply, OverflowCountsExactlyTwentyFiveGaps) {
+  const std::vector<GoldenMessage> messages = LoadCapture("overflow");
+  ASSERT_EQ(messages.size(), 27u);
+  ApplyAll("overflow");
+  const Stats stats = index_.GetStats();
+  EXPECT_EQ(stats.sequence_gaps, 25u);
+  EXPECT_EQ(stats.clears, 25u);
+  EXPECT_EQ(stats.batches_applied, 27u);
+  EXPECT_EQ(stats.duplicate_batches, 0u);
+  EXPECT_EQ(stats.last_sequence, 0x4d63u);
+}
+
+TEST_F(GoldenApply, BurstLeavesAThousandKeys) {
+  const std::vector<GoldenMessage> messages = LoadCapture("burst");
+  ASSERT_EQ(messages.size(), 16u);
+  ApplyAll("burst");
+  const Stats stats = index_.GetStats();
+  EXPECT_EQ(stats.keys, 1000u);
+  EXPECT_EQ(stats.events_applied, 1000u);
+  EXPECT_EQ(stats.batches_applied, 16u);
+  EXPECT_EQ(stats.sequence_gaps, 0u);
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_TRUE(index_.Contains("default", "key-" + std::to_string(i) + "_0_k")) << i;
+  }
+}
+
+TEST_F(GoldenApply, ReplayingACaptureIsIgnoredAsDuplicatesOnlyForTheLastBatch) {
+  // The same last batch twice is a duplicate; the whole capture again is a
+  // publisher restart (sequence 1 after 16): a gap that clears, then refills.
+  ApplyAll("burst");
+  const std::vector<GoldenMessage> messages = LoadCapture("burst");
+  Apply(messages.back());
+  EXPECT_EQ(index_.GetStats().duplicate_batches, 1u);
+  ApplyAll("burst");
+  const Stats stats = index_.GetStats();
+  EXPECT_EQ(stats.sequence_gaps, 1u);
+  EXPECT_EQ(stats.keys, 1000u);
+}
+
+}  // namespace
+}  // namespace sci

@@ -1,0 +1,217 @@
+// Readers run page queries while one writer stores or removes the pages'
+// objects: no reader may ever report a hit for a page whose keys are not all
+// stored -- neither before the writer has stored the last of them, nor after
+// it has removed one, whether the page was answered by its keys or by a
+// group verified earlier.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index.h"
+#include "layout.h"
+#include "page_hash.h"
+#include "page_query.h"
+
+namespace sci {
+namespace {
+
+constexpr uint32_t kPageSize = 4;
+constexpr size_t kPages = 1000;
+constexpr size_t kWindow = 24;  // pages per reader query, around the writer's frontier
+constexpr int kReaders = 2;
+
+struct Pages {
+  explicit Pages(const Layout& layout) {
+    tokens.resize(kPages * kPageSize);
+    std::iota(tokens.begin(), tokens.end(), 1u);
+    hashes = PageHashesHex(tokens, kPageSize, false);
+    for (size_t page = 0; page < kPages; ++page) {
+      groups.push_back(layout.GroupId(hashes[page]));
+      keys.push_back(layout.KeysFor(hashes[page], page, kPages));
+    }
+  }
+  std::vector<uint32_t> tokens;
+  std::vector<std::string> hashes;
+  std::vector<std::string> groups;
+  std::vector<std::vector<std::string>> keys;
+};
+
+std::unique_ptr<const Layout> Tp2() {
+  LayoutSpec spec;
+  spec.page_size = kPageSize;
+  spec.tp_size = 2;  // 4 keys per page
+  std::string error;
+  auto layout = Layout::Create(spec, &error);
+  EXPECT_NE(layout, nullptr) << error;
+  return layout;
+}
+
+// One reader query: either a window of pages by their hashes, or (every
+// fourth time) a prefix of the request by its tokens, so both entry points
+// race with the writer. Calls `on_hit(page)` for every page reported present.
+template <typename OnHit>
+void QueryAround(Index& index, const Layout& layout, const Pages& pages, size_t frontier, uint64_t& rng,
+                 std::vector<uint8_t>& hits, OnHit on_hit) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  if (rng % 4 == 0) {
+    const size_t n_pages = std::min(kPages, frontier + 1 + rng % 8);
+    const std::span<const uint32_t> tokens(pages.tokens.data(), n_pages * kPageSize);
+    hits.resize(n_pages);
+    CheckPages(index, layout, tokens, kPageSize, hits);
+    for (size_t page = 0; page < n_pages; ++page) {
+      if (hits[page]) on_hit(page);
+    }
+    return;
+  }
+  const size_t back = (rng >> 8) % kWindow;
+  const size_t first = frontier > back ? frontier - back : 0;
+  const size_t n_pages = std::min(kWindow, kPages - first);
+  hits.resize(n_pages);
+  CheckPageHashes(
+      index, layout, n_pages, [&](size_t i) -> std::string_view { return pages.hashes[first + i]; }, hits);
+  for (size_t i = 0; i < n_pages; ++i) {
+    if (hits[i]) on_hit(first + i);
+  }
+}
+
+// Keeps the writer from running away from the readers: before each page it
+// waits (bounded, on a condition, not a sleep) until a reader has finished
+// one more query, so the readers' windows keep landing on the page being
+// written instead of trailing far behind it.
+constexpr size_t kPagesPerCheckpoint = 1;
+
+class ReaderProgress {
+ public:
+  void QueryDone() { queries_.fetch_add(1, std::memory_order_release); }
+  long queries() const { return queries_.load(std::memory_order_acquire); }
+  void AwaitNextQuery() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (queries() <= seen_ && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    seen_ = queries();
+  }
+
+ private:
+  std::atomic<long> queries_{0};
+  long seen_ = 0;
+};
+
+TEST(PageQueryConcurrency, NoPageHitsBeforeTheWriterHasStoredAllItsKeys) {
+  Index index;
+  const auto layout = Tp2();
+  const Pages pages(*layout);
+  const size_t keys_per_page = pages.keys[0].size();
+  // The writer announces the ordinal of each key (page * keys_per_page + k)
+  // before it stores it; a page seen as a hit must have its last key
+  // announced by the time the query returns.
+  std::atomic<long> announced{-1};
+  std::atomic<bool> done{false};
+  std::atomic<long> violations{0};
+  std::atomic<long> hits_seen{0};
+  ReaderProgress progress;
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t rng = 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(r);
+      std::vector<uint8_t> hits;
+      while (!done.load(std::memory_order_acquire)) {
+        const long before = announced.load(std::memory_order_acquire);
+        const size_t frontier = before < 0 ? 0 : static_cast<size_t>(before) / keys_per_page;
+        std::vector<size_t> hit_pages;
+        QueryAround(index, *layout, pages, frontier, rng, hits, [&](size_t page) { hit_pages.push_back(page); });
+        const long after = announced.load(std::memory_order_acquire);
+        for (size_t page : hit_pages) {
+          hits_seen.fetch_add(1, std::memory_order_relaxed);
+          if (after < static_cast<long>((page + 1) * keys_per_page - 1)) violations.fetch_add(1);
+        }
+        progress.QueryDone();
+      }
+    });
+  }
+
+  uint64_t sequence = 1;
+  for (size_t page = 0; page < kPages; ++page) {
+    if (page % kPagesPerCheckpoint == 0) progress.AwaitNextQuery();
+    for (size_t k = 0; k < keys_per_page; ++k) {
+      // One key per batch, so readers can catch a page half stored.
+      const Event event{EventKind::kStored, pages.keys[page][k], pages.groups[page], {}, "cpu"};
+      announced.store(static_cast<long>(page * keys_per_page + k), std::memory_order_release);
+      index.ApplyBatch(sequence++, std::span(&event, 1));
+    }
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GT(hits_seen.load(), 0);  // the readers did overlap the writer
+  std::vector<uint8_t> hits(kPages);
+  EXPECT_EQ(CheckPages(index, *layout, pages.tokens, kPageSize, hits).total_hits, kPages);
+}
+
+TEST(PageQueryConcurrency, NoPageHitsOnceTheWriterHasRemovedOneOfItsKeys) {
+  Index index;
+  const auto layout = Tp2();
+  const Pages pages(*layout);
+  std::vector<Event> all;
+  for (size_t page = 0; page < kPages; ++page) {
+    for (const std::string& key : pages.keys[page])
+      all.push_back(Event{EventKind::kStored, key, pages.groups[page], {}, "cpu"});
+  }
+  index.ApplyBatch(1, all);
+  // Every group verified up front: the removals race with the fast path too.
+  std::vector<uint8_t> warm(kPages);
+  ASSERT_EQ(CheckPages(index, *layout, pages.tokens, kPageSize, warm).total_hits, kPages);
+  ASSERT_EQ(CheckPages(index, *layout, pages.tokens, kPageSize, warm).fast_path, kPages);
+
+  // The writer publishes "one key of every page below n is gone" only after
+  // the removal is applied; a query that starts after reading n must miss
+  // every page below n.
+  std::atomic<size_t> removed_below{0};
+  std::atomic<bool> done{false};
+  std::atomic<long> violations{0};
+  ReaderProgress progress;
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t rng = 88172645463325252ull + static_cast<uint64_t>(r);
+      std::vector<uint8_t> hits;
+      while (!done.load(std::memory_order_acquire)) {
+        const size_t bound = removed_below.load(std::memory_order_acquire);
+        QueryAround(index, *layout, pages, bound, rng, hits, [&](size_t page) {
+          if (page < bound) violations.fetch_add(1);
+        });
+        progress.QueryDone();
+      }
+    });
+  }
+
+  uint64_t sequence = 2;
+  for (size_t page = 0; page < kPages; ++page) {
+    if (page % kPagesPerCheckpoint == 0) progress.AwaitNextQuery();
+    // Alternate the two removals that must end a page's trust: with its
+    // group label (the group is erased) and without (every verification
+    // is dropped). A different key each time.
+    const std::string& key = pages.keys[page][page % pages.keys[page].size()];
+    const std::string_view group = page % 2 == 0 ? std::string_view(pages.groups[page]) : std::string_view();
+    const Event event{EventKind::kRemoved, key, group, {}, "cpu"};
+    index.ApplyBatch(sequence++, std::span(&event, 1));
+    removed_below.store(page + 1, std::memory_order_release);
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GE(progress.queries(), static_cast<long>(kPages / kPagesPerCheckpoint));
+  std::vector<uint8_t> hits(kPages);
+  EXPECT_EQ(CheckPages(index, *layout, pages.tokens, kPageSize, hits).total_hits, 0u);
+}
+
+}  // namespace
+}  // namespace sci

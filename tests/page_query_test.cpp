@@ -1,0 +1,484 @@
+// The page query against the real index: one or more tests per rule of
+// ../shared/docs/sglang-hicache.md and the "Queries" part of
+// ../shared/docs/index-semantics.md. Pages are stored the way the Mooncake
+// publisher reports them: one stored event per object key, labelled with
+// the page's group id.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "index.h"
+#include "layout.h"
+#include "page_hash.h"
+#include "page_query.h"
+
+namespace sci {
+namespace {
+
+constexpr uint32_t kPageSize = 4;
+
+LayoutSpec Mha(uint32_t tp, uint32_t pp) {
+  LayoutSpec spec;
+  spec.page_size = kPageSize;
+  spec.tp_size = tp;
+  spec.pp_size = pp;
+  return spec;
+}
+
+std::unique_ptr<const Layout> Make(const LayoutSpec& spec) {
+  std::string error;
+  std::unique_ptr<const Layout> layout = Layout::Create(spec, &error);
+  EXPECT_NE(layout, nullptr) << error;
+  return layout;
+}
+
+std::vector<uint32_t> Tokens(size_t pages, uint32_t first = 100, bool eagle = false) {
+  std::vector<uint32_t> tokens(pages * kPageSize + (eagle ? 1 : 0));
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
+class PageQuery : public ::testing::Test {
+ protected:
+  // One stored event per key of `page` (of a request of `hashes.size()`
+  // pages), labelled with the page's group id, in its own batch.
+  void StorePage(const Layout& layout, const std::vector<std::string>& hashes, size_t page,
+                 std::string_view tenant = {}, size_t skip_key = SIZE_MAX) {
+    const std::vector<std::string> keys = layout.KeysFor(hashes[page], page, hashes.size());
+    const std::string group = layout.GroupId(hashes[page]);
+    std::vector<Event> events;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (k != skip_key) events.push_back(Event{EventKind::kStored, keys[k], group, tenant, "cpu"});
+    }
+    Apply(events);
+  }
+  void StoreAll(const Layout& layout, const std::vector<std::string>& hashes, std::string_view tenant = {}) {
+    for (size_t page = 0; page < hashes.size(); ++page) StorePage(layout, hashes, page, tenant);
+  }
+  void Apply(const std::vector<Event>& events) { index_.ApplyBatch(next_sequence_++, events); }
+  void Remove(std::string_view key, std::string_view group = {}) {
+    Apply({Event{EventKind::kRemoved, key, group, {}, "cpu"}});
+  }
+
+  PageQueryResult Check(const Layout& layout, const std::vector<uint32_t>& tokens,
+                        const PageQueryHooks* hooks = nullptr) {
+    hits_.assign(PagesToCheck(layout, tokens.size(), layout.page_size()), 0xEE);
+    return CheckPages(index_, layout, tokens, layout.page_size(), hits_, hooks);
+  }
+  std::vector<int> Hits() const { return std::vector<int>(hits_.begin(), hits_.end()); }
+  bool Verified(const Layout& layout, const std::string& hash, size_t page, size_t n_pages) const {
+    return index_.ProbeGroup(FingerprintOf(layout.tenant_seed(), layout.GroupId(hash)),
+                             layout.LevelFor(page, n_pages).id)
+        .verified;
+  }
+
+  Index index_;
+  uint64_t next_sequence_ = 1;
+  std::vector<uint8_t> hits_;
+};
+
+// ---- every key-derivation variant: exactly its keys hit, one fewer misses ----
+
+struct Variant {
+  const char* name;
+  LayoutSpec spec;
+};
+
+LayoutSpec Tagged(LayoutSpec spec, std::string tag) {
+  spec.extra_backend_tag = std::move(tag);
+  return spec;
+}
+LayoutSpec Mla(uint32_t pp) {
+  LayoutSpec spec = Mha(4, pp);
+  spec.is_mla_model = true;
+  return spec;
+}
+LayoutSpec SplitHeads(uint32_t tp, uint32_t lcm) {
+  LayoutSpec spec = Mha(tp, 1);
+  spec.should_split_heads = true;
+  spec.tp_lcm_size = lcm;
+  return spec;
+}
+LayoutSpec Pools(std::string key_prefix, std::string tag) {
+  LayoutSpec spec = Mha(8, 1);
+  spec.pools = {PoolSpec{{"__kv", "__idx"}, HitPolicy::kAllPages, 0},
+                PoolSpec{{"__swa"}, HitPolicy::kTrailingPages, 2}};
+  spec.key_prefix = std::move(key_prefix);
+  spec.extra_backend_tag = std::move(tag);
+  return spec;
+}
+LayoutSpec Eagle() {
+  LayoutSpec spec = Mha(2, 1);
+  spec.is_eagle = true;
+  return spec;
+}
+LayoutSpec InTenant(LayoutSpec spec, std::string tenant) {
+  spec.tenant_id = std::move(tenant);
+  return spec;
+}
+
+class EveryVariant : public PageQuery, public ::testing::WithParamInterface<Variant> {};
+
+TEST_P(EveryVariant, ExactlyTheDerivedKeysHitAndAnyOneMissingMisses) {
+  const auto layout = Make(GetParam().spec);
+  const std::vector<uint32_t> tokens = Tokens(4, 100, layout->is_eagle());
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, layout->is_eagle());
+  ASSERT_EQ(hashes.size(), 4u);
+  const std::string tenant = GetParam().spec.tenant_id;
+  StoreAll(*layout, hashes, tenant);
+  PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(r.total_hits, 4u);
+
+  // Remove each key of the last page in turn (labelled, as the publisher
+  // does): the page misses, then hits again once the key is back.
+  const std::vector<std::string> keys = layout->KeysFor(hashes[3], 3, 4);
+  ASSERT_FALSE(keys.empty());
+  for (const std::string& key : keys) {
+    Apply({Event{EventKind::kRemoved, key, layout->GroupId(hashes[3]), tenant, "cpu"}});
+    r = Check(*layout, tokens);
+    EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1, 0})) << key;
+    Apply({Event{EventKind::kStored, key, layout->GroupId(hashes[3]), tenant, "cpu"}});
+  }
+  r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1, 1}));
+}
+
+TEST_P(EveryVariant, KeysOfAnotherTenantDoNotCount) {
+  const auto layout = Make(GetParam().spec);
+  const std::vector<uint32_t> tokens = Tokens(2, 100, layout->is_eagle());
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, layout->is_eagle());
+  StoreAll(*layout, hashes, GetParam().spec.tenant_id.empty() ? "elsewhere" : "");
+  EXPECT_EQ(Check(*layout, tokens).total_hits, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, EveryVariant,
+    ::testing::Values(Variant{"MhaTp1", Mha(1, 1)}, Variant{"MhaTp8", Mha(8, 1)}, Variant{"MhaTp2Pp2", Mha(2, 2)},
+                      Variant{"MhaTagged", Tagged(Mha(2, 1), "tag")}, Variant{"MlaPp1", Mla(1)},
+                      Variant{"MlaPp2", Mla(2)}, Variant{"MlaTagged", Tagged(Mla(1), "tag")},
+                      Variant{"SplitHeadsTpLcm", SplitHeads(2, 4)}, Variant{"PoolsBare", Pools("", "")},
+                      Variant{"PoolsTag", Pools("", "tag")}, Variant{"PoolsKeyPrefixAndTag", Pools("kp", "tag")},
+                      Variant{"Eagle", Eagle()}, Variant{"Tenant", InTenant(Mha(2, 1), "tenant-a")}),
+    [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
+
+// ---- page rules ----
+
+TEST_F(PageQuery, HitsAfterAMissingPageAreReported) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(4);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StorePage(*layout, hashes, 0);
+  StorePage(*layout, hashes, 2);
+  StorePage(*layout, hashes, 3);
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
+  EXPECT_EQ(r.n_pages, 4u);
+  EXPECT_EQ(r.total_hits, 3u);
+  EXPECT_EQ(r.prefix_hits, 1u);
+}
+
+TEST_F(PageQuery, APartlyStoredPageMisses) {
+  const auto layout = Make(Mha(8, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StorePage(*layout, hashes, 0);
+  StorePage(*layout, hashes, 1, {}, /*skip_key=*/15);
+  Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
+}
+
+TEST_F(PageQuery, APageNeedingNoKeyIsAMiss) {
+  LayoutSpec spec = Mha(1, 1);
+  spec.pools = {PoolSpec{{"__swa"}, HitPolicy::kTrailingPages, 1}};
+  const auto layout = Make(spec);
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(r.prefix_hits, 0u);
+}
+
+TEST_F(PageQuery, OnlyWholePagesAreAnswered) {
+  const auto layout = Make(Mha(1, 1));
+  std::vector<uint32_t> tokens = Tokens(2);
+  StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
+  tokens.push_back(7);  // a partial third page
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(r.n_pages, 2u);
+  EXPECT_EQ(r.total_hits, 2u);
+  EXPECT_EQ(Check(*layout, {1, 2, 3}).n_pages, 0u);
+}
+
+TEST_F(PageQuery, EagleLayoutHashesBigramsAndPlainTokensDoNotMatchIt) {
+  const auto eagle = Make(Eagle());
+  const auto plain = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2, 100, /*eagle=*/true);  // 9 tokens: 8 bigrams, 2 pages
+  StoreAll(*eagle, PageHashesHex(tokens, kPageSize, true));
+  const PageQueryResult r = Check(*eagle, tokens);
+  EXPECT_EQ(r.n_pages, 2u);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
+  EXPECT_EQ(Check(*plain, tokens).total_hits, 0u);
+}
+
+TEST_F(PageQuery, BlockSizeMismatchAnswersNoPageAndCountsAQuery) {
+  const auto layout = Make(Mha(1, 1));
+  const std::vector<uint32_t> tokens = Tokens(4);
+  StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
+  EXPECT_EQ(PagesToCheck(*layout, tokens.size(), kPageSize * 2), 0u);
+  std::vector<uint8_t> hits;
+  const PageQueryResult r = CheckPages(index_, *layout, tokens, kPageSize * 2, hits);
+  EXPECT_EQ(r.n_pages, 0u);
+  EXPECT_EQ(r.total_hits, 0u);
+  const Stats s = index_.GetStats();
+  EXPECT_EQ(s.queries, 1u);
+  EXPECT_EQ(s.pages_checked, 0u);
+  EXPECT_EQ(s.page_hits, 0u);
+}
+
+TEST_F(PageQuery, TrailingPoolKeysAreNeededOnlyNearTheEnd) {
+  LayoutSpec spec = Mha(1, 1);
+  spec.pools = {PoolSpec{{"__kv"}, HitPolicy::kAllPages, 0}, PoolSpec{{"__swa"}, HitPolicy::kTrailingPages, 1}};
+  const auto layout = Make(spec);
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  // Stored as a 3-page request: the sliding-window key exists for the last page only.
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1}));
+  // The first two pages as a request of their own: page 1 is now the last
+  // page and needs its __swa key, which was never stored.
+  const std::vector<uint32_t> shorter(tokens.begin(), tokens.begin() + 2 * kPageSize);
+  Check(*layout, shorter);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
+}
+
+TEST_F(PageQuery, AVerificationWithFewerKeysIsNotTrustedWhereMoreAreNeeded) {
+  LayoutSpec spec = Mha(1, 1);
+  spec.pools = {PoolSpec{{"__kv"}, HitPolicy::kAllPages, 0}, PoolSpec{{"__swa"}, HitPolicy::kTrailingPages, 1}};
+  const auto layout = Make(spec);
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  // Twice: the second query answers pages 0 and 1 from verified groups.
+  Check(*layout, tokens);
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
+  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 3));
+  // Page 1 was verified without its __swa key: as the last page of a
+  // shorter request it must not take the fast path.
+  const std::vector<uint32_t> shorter(tokens.begin(), tokens.begin() + 2 * kPageSize);
+  const PageQueryResult r = Check(*layout, shorter);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
+  EXPECT_EQ(r.fast_path, 1u);
+}
+
+// ---- verification and the fast path ----
+
+TEST_F(PageQuery, SecondQueryTakesTheFastPathAndCountsIt) {
+  const auto layout = Make(Mha(8, 1));
+  const std::vector<uint32_t> tokens = Tokens(5);
+  StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
+  PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(r.total_hits, 5u);
+  EXPECT_EQ(r.fast_path, 0u);
+  r = Check(*layout, tokens);
+  EXPECT_EQ(r.total_hits, 5u);
+  EXPECT_EQ(r.prefix_hits, 5u);
+  EXPECT_EQ(r.fast_path, 5u);
+  const Stats s = index_.GetStats();
+  EXPECT_EQ(s.queries, 2u);
+  EXPECT_EQ(s.pages_checked, 10u);
+  EXPECT_EQ(s.page_hits, 10u);
+  EXPECT_EQ(s.fast_path_hits, 5u);
+  EXPECT_EQ(s.verified_groups, 5u);
+}
+
+TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTime) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  std::vector<Event> events;
+  std::vector<std::string> keys;
+  for (size_t page = 0; page < 2; ++page) {
+    for (const std::string& key : layout->KeysFor(hashes[page], page, 2)) keys.push_back(key);
+  }
+  for (const std::string& key : keys) events.push_back(Event{EventKind::kStored, key, {}, {}, "cpu"});
+  Apply(events);
+  EXPECT_EQ(Check(*layout, tokens).total_hits, 2u);
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(r.total_hits, 2u);
+  EXPECT_EQ(r.fast_path, 0u);
+}
+
+TEST_F(PageQuery, UnlabelledRemovalSendsEveryPageBackToTheExactPath) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  ASSERT_EQ(Check(*layout, tokens).fast_path, 3u);
+  Remove(layout->KeysFor(hashes[1], 1, 3)[1]);  // no group label
+  PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(r.fast_path, 0u);
+  // Pages 0 and 2 were proven again and re-verified.
+  r = Check(*layout, tokens);
+  EXPECT_EQ(r.fast_path, 2u);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
+}
+
+TEST_F(PageQuery, LabelledRemovalKeepsOtherGroupsVerified) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  Remove(layout->KeysFor(hashes[1], 1, 3)[0], layout->GroupId(hashes[1]));
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(r.fast_path, 2u);
+}
+
+TEST_F(PageQuery, StoredEventForAVerifiedGroupSendsItBackToTheExactPath) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  StorePage(*layout, hashes, 1);  // the same objects again, e.g. a new replica
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 1u);
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
+}
+
+TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
+  const auto tp1 = Make(Mha(1, 1));  // needs _0_k, _0_v
+  const auto tp2 = Make(Mha(2, 1));  // needs _0_k, _0_v, _1_k, _1_v
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  // Only the tp1 objects are stored; both layouts name the same groups.
+  StoreAll(*tp1, hashes);
+  Check(*tp1, tokens);
+  ASSERT_EQ(Check(*tp1, tokens).fast_path, 2u);
+  // tp2 must not trust tp1's verification: its own keys are not all there.
+  PageQueryResult r = Check(*tp2, tokens);
+  EXPECT_EQ(r.total_hits, 0u);
+  EXPECT_EQ(r.fast_path, 0u);
+  // Once tp2's objects are stored too, tp2 proves the pages by their keys.
+  StoreAll(*tp2, hashes);
+  r = Check(*tp2, tokens);
+  EXPECT_EQ(r.total_hits, 2u);
+  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(Check(*tp2, tokens).fast_path, 2u);
+}
+
+TEST_F(PageQuery, AnotherHandleOfTheSameLayoutSharesTrust) {
+  const auto first = Make(Mha(2, 1));
+  const auto second = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  StoreAll(*first, PageHashesHex(tokens, kPageSize, false));
+  Check(*first, tokens);
+  EXPECT_EQ(Check(*second, tokens).fast_path, 2u);
+}
+
+// ---- the generation guard ----
+
+// Applies `events` as one batch right after page `page`'s group is probed,
+// the first time only: the window between the probe and the key check.
+struct Interleave {
+  Index* index;
+  uint64_t* next_sequence;
+  size_t page;
+  std::vector<Event> events;
+  int calls = 0;
+  static void AfterProbe(void* user, size_t page) {
+    auto* self = static_cast<Interleave*>(user);
+    if (page != self->page || self->calls++ > 0) return;
+    self->index->ApplyBatch((*self->next_sequence)++, self->events);
+  }
+};
+
+TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  const std::string group = layout->GroupId(hashes[1]);
+  const std::string new_object = hashes[1] + "_extra";
+  Interleave interleave{&index_, &next_sequence_, 1, {Event{EventKind::kStored, new_object, group, {}, "cpu"}}};
+  PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
+  const PageQueryResult r = Check(*layout, tokens, &hooks);
+  EXPECT_EQ(interleave.calls, 1);
+  // The page was proven by its keys: still a hit.
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(r.total_hits, 3u);
+  // But the group changed after the probe: not verified.
+  EXPECT_TRUE(Verified(*layout, hashes[0], 0, 3));
+  EXPECT_FALSE(Verified(*layout, hashes[1], 1, 3));
+  EXPECT_TRUE(Verified(*layout, hashes[2], 2, 3));
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
+}
+
+TEST_F(PageQuery, UnlabelledRemovalBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Apply({Event{EventKind::kStored, "unrelated", {}, {}, "cpu"}});
+  Interleave interleave{&index_, &next_sequence_, 0, {Event{EventKind::kRemoved, "unrelated", {}, {}, "cpu"}}};
+  PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
+  Check(*layout, tokens, &hooks);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
+  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
+  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));  // probed after the removal
+}
+
+TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  const std::string key = layout->KeysFor(hashes[1], 1, 2)[3];
+  const std::string group = layout->GroupId(hashes[1]);
+  Interleave interleave{&index_, &next_sequence_, 1, {Event{EventKind::kRemoved, key, group, {}, "cpu"}}};
+  PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
+  Check(*layout, tokens, &hooks);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
+}
+
+// ---- page hashes supplied by the caller ----
+
+TEST_F(PageQuery, PageHashesGiveTheSameAnswersAsTokens) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(4);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StorePage(*layout, hashes, 0);
+  StorePage(*layout, hashes, 2);
+  std::vector<uint8_t> hits(4, 0xEE);
+  const PageQueryResult r = CheckPageHashes(
+      index_, *layout, hashes.size(), [&](size_t page) -> std::string_view { return hashes[page]; }, hits);
+  EXPECT_EQ(std::vector<int>(hits.begin(), hits.end()), (std::vector<int>{1, 0, 1, 0}));
+  EXPECT_EQ(r.total_hits, 2u);
+  EXPECT_EQ(r.prefix_hits, 1u);
+  Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 0}));
+}
+
+TEST_F(PageQuery, AMalformedPageHashIsAMiss) {
+  const auto layout = Make(Mha(1, 1));
+  const std::vector<std::string> hashes = PageHashesHex(Tokens(2), kPageSize, false);
+  StoreAll(*layout, hashes);
+  std::string upper = hashes[1];
+  for (char& c : upper) c = static_cast<char>(std::toupper(c));
+  const std::vector<std::string> asked = {hashes[0], upper};
+  std::vector<uint8_t> hits(2, 0xEE);
+  CheckPageHashes(index_, *layout, 2, [&](size_t page) -> std::string_view { return asked[page]; }, hits);
+  EXPECT_EQ(std::vector<int>(hits.begin(), hits.end()), (std::vector<int>{1, 0}));
+}
+
+}  // namespace
+}  // namespace sci

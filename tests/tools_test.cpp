@@ -1,0 +1,461 @@
+// sci-publish and sci-tail as processes, as a demo or a Rust test runs
+// them: the publisher's bytes are the encoder's, the tail prints what was
+// published (gaps, duplicates and malformed messages marked), and an SGLang
+// workload lands in a live index page by page.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "handles.h"
+#include "index.h"
+#include "layout.h"
+#include "loopback_publisher.h"
+#include "mooncake_encoder.h"
+#include "page_hash.h"
+#include "shared_cache_index.h"
+#include "subscriber.h"
+
+extern char** environ;
+
+namespace sci {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::LoopbackPublisher;
+using testing::StoredEvent;
+using testing::UniqueIpcEndpoint;
+using testing::WaitFor;
+
+const std::string kPublish = std::string(SCI_BINARY_DIR) + "/src/tools/sci-publish";
+const std::string kTail = std::string(SCI_BINARY_DIR) + "/src/tools/sci-tail";
+
+// A child process with its stdin, stdout and stderr on pipes. Every wait is
+// bounded: past its deadline the child is killed and the test fails.
+class Child {
+ public:
+  static std::unique_ptr<Child> Spawn(const std::vector<std::string>& args, const std::string& input = {}) {
+    auto child = std::unique_ptr<Child>(new Child());
+    int in[2], out[2], err[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0 || ::pipe(err) != 0) return nullptr;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+    std::vector<char*> argv;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&child->pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot spawn " << args[0] << ": " << std::strerror(rc);
+      return nullptr;
+    }
+    // The scripts are small: they fit the pipe, so this never blocks.
+    if (!input.empty()) (void)!::write(in[1], input.data(), input.size());
+    ::close(in[1]);
+    child->out_fd_ = out[0];
+    child->err_fd_ = err[0];
+    return child;
+  }
+
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  // Reads until stderr holds a whole line; false at the deadline or EOF.
+  bool ReadStderrLine(std::string* line, std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      if (const size_t nl = err_.find('\n', err_consumed_); nl != std::string::npos) {
+        *line = err_.substr(err_consumed_, nl - err_consumed_);
+        err_consumed_ = nl + 1;
+        return true;
+      }
+      if (!Pump(deadline)) return false;
+    }
+  }
+
+  // Reads both pipes to their end and reaps the child; false (child killed)
+  // if it has not finished by the deadline.
+  bool Finish(std::chrono::milliseconds timeout = 30s) {
+    const auto deadline = Clock::now() + timeout;
+    while (out_fd_ >= 0 || err_fd_ >= 0) {
+      if (!Pump(deadline)) {
+        ADD_FAILURE() << "child " << pid_ << " did not finish in time; killed";
+        return false;
+      }
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
+
+  pid_t pid() const { return pid_; }
+  int exit_code() const { return exit_code_; }
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+
+  // stdout as JSON lines.
+  std::vector<nlohmann::json> OutLines() const {
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(out_);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+    }
+    return lines;
+  }
+
+ private:
+  Child() = default;
+
+  // Waits for output on either pipe and appends it; false at the deadline.
+  bool Pump(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(left)) <= 0) return false;
+    ReadInto(fds[0], &out_fd_, &out_);
+    ReadInto(fds[1], &err_fd_, &err_);
+    return true;
+  }
+
+  static void ReadInto(const pollfd& p, int* fd, std::string* sink) {
+    if (*fd < 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) return;
+    char buffer[65536];
+    const ssize_t n = ::read(*fd, buffer, sizeof buffer);
+    if (n > 0) {
+      sink->append(buffer, static_cast<size_t>(n));
+    } else {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  std::string out_, err_;
+  size_t err_consumed_ = 0;
+  int exit_code_ = -1;
+};
+
+// A file under the temp directory, removed when the test is done with it.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& contents)
+      : path_((std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))).string()) {
+    std::ofstream(path_, std::ios::binary | std::ios::trunc) << contents;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// ---- the tools' own contracts ----
+
+TEST(Tools, HelpDocumentsEveryFlagAndExitsZero) {
+  for (const std::string& tool : {kPublish, kTail}) {
+    auto child = Child::Spawn({tool, "--help"});
+    ASSERT_NE(child, nullptr);
+    ASSERT_TRUE(child->Finish());
+    EXPECT_EQ(child->exit_code(), 0) << tool;
+    EXPECT_NE(child->out().find("usage: "), std::string::npos) << tool;
+    EXPECT_NE(child->out().find("--endpoint"), std::string::npos) << tool;
+  }
+}
+
+TEST(Tools, BadFlagsExitWithTwoAndSayWhy) {
+  auto tail = Child::Spawn({kTail, "--endpoint", "ipc:///tmp/x", "--frobnicate"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 2);
+  EXPECT_NE(tail->err().find("--frobnicate"), std::string::npos) << tail->err();
+
+  const TempFile script("sci-bad-script", "stored a\nexplode b\n");
+  auto publish = Child::Spawn({kPublish, "--endpoint", "ipc:///tmp/x", "--script", script.path()});
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  EXPECT_EQ(publish->exit_code(), 2);
+  EXPECT_NE(publish->err().find("line 2"), std::string::npos) << publish->err();
+}
+
+TEST(Tools, PublishToAnEndpointZeroMqRejectsExitsWithOne) {
+  auto publish = Child::Spawn({kPublish, "--endpoint", "bogus://x", "--script", "-"}, "stored a\n");
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  EXPECT_EQ(publish->exit_code(), 1);
+  EXPECT_NE(publish->err().find("bogus://x"), std::string::npos) << publish->err();
+}
+
+// ---- sci-publish | sci-tail ----
+
+TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools");
+  auto tail = Child::Spawn({kTail, "--endpoint", endpoint, "--max-messages", "3", "--timeout-ms", "20000"});
+  ASSERT_NE(tail, nullptr);
+  const std::string script =
+      "# a page of two objects, one removal, then the queue overflows\n"
+      "stored page-1_0_k group=g1\n"
+      "stored page-1_0_v group=g1 medium=disk\n"
+      "flush\n"
+      "removed page-1_0_k group=g1\n"
+      "gap 3\n"
+      "stored other tenant=tenant-a\n";
+  auto publish = Child::Spawn(
+      {kPublish, "--endpoint", endpoint, "--script", "-", "--wait-subscribers-ms", "20000"}, script);
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  const nlohmann::json summary = publish->OutLines().at(0);
+  EXPECT_EQ(summary["messages"], 3);
+  EXPECT_EQ(summary["events"], 4);
+  EXPECT_EQ(summary["first_sequence"], 1);
+  EXPECT_EQ(summary["last_sequence"], 6);  // 2, then 3 skipped
+  EXPECT_EQ(summary["skipped_sequences"], 3);
+  EXPECT_EQ(summary["subscribers"], 1);
+
+  ASSERT_TRUE(tail->Finish());
+  ASSERT_EQ(tail->exit_code(), 0) << tail->err();
+  const std::vector<nlohmann::json> lines = tail->OutLines();
+  ASSERT_EQ(lines.size(), 4u) << tail->out();
+
+  EXPECT_EQ(lines[0]["sequence"], 1);
+  EXPECT_EQ(lines[0]["format"], "mooncake");
+  EXPECT_EQ(lines[0]["topic"], "");
+  ASSERT_EQ(lines[0]["events"].size(), 2u);
+  EXPECT_EQ(lines[0]["events"][0]["type"], "stored");
+  EXPECT_EQ(lines[0]["events"][0]["object_key"], "page-1_0_k");
+  EXPECT_EQ(lines[0]["events"][0]["group_id"], "g1");
+  EXPECT_EQ(lines[0]["events"][0]["tenant_id"], "default");
+  EXPECT_EQ(lines[0]["events"][0]["medium"], "cpu");
+  EXPECT_EQ(lines[0]["events"][1]["medium"], "disk");
+  EXPECT_FALSE(lines[0].contains("gap"));
+
+  EXPECT_EQ(lines[1]["sequence"], 2);
+  EXPECT_EQ(lines[1]["events"][0]["type"], "removed");
+  EXPECT_FALSE(lines[1].contains("gap"));
+
+  EXPECT_EQ(lines[2]["sequence"], 6);
+  EXPECT_EQ(lines[2]["gap"], true);
+  EXPECT_EQ(lines[2]["events"][0]["tenant_id"], "tenant-a");
+
+  const nlohmann::json& stats = lines[3]["stats"];
+  EXPECT_EQ(stats["messages_received"], 3);
+  EXPECT_EQ(stats["sequence_gaps"], 1);
+  EXPECT_EQ(stats["keys"], 1);  // the gap cleared the first page
+  EXPECT_EQ(stats["last_sequence"], 6);
+  EXPECT_EQ(stats["subscriber_connects"], 1);
+}
+
+TEST(Tools, TailMarksDuplicatesAndMalformedMessagesAndEscapesAnyBytes) {
+  LoopbackPublisher publisher(UniqueIpcEndpoint("sci-tools"));
+  auto tail = Child::Spawn({kTail, "--endpoint", publisher.endpoint(), "--max-messages", "4", "--timeout-ms", "20000"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(publisher.AwaitSubscription());
+
+  const std::string odd_key("quote\" back\\ nul\0 ff\xff", 21);
+  const MooncakeEvent first[] = {StoredEvent(1, odd_key, "g\n1")};
+  publisher.SendBatch(1, first);
+  publisher.SendBatch(1, first);  // the same batch again
+  publisher.SendFrames({"", "not eight bytes", "x"});
+  const MooncakeEvent second[] = {StoredEvent(2, "plain")};
+  publisher.SendBatch(2, second);
+  ASSERT_TRUE(tail->Finish());
+  ASSERT_EQ(tail->exit_code(), 0) << tail->err();
+
+  const std::vector<nlohmann::json> lines = tail->OutLines();
+  ASSERT_EQ(lines.size(), 5u) << tail->out();
+  const nlohmann::json& event = lines[0]["events"][0];
+  // Lossy text, exact hex: 0xff is not UTF-8.
+  EXPECT_EQ(event["object_key_hex"].get<std::string>(), "71756f746522206261636b5c206e756c00206666ff");
+  EXPECT_EQ(event["object_key"].get<std::string>().substr(0, 14), std::string("quote\" back\\ n"));
+  EXPECT_EQ(event["group_id"], "g\n1");  // valid UTF-8: exact, no hex
+  EXPECT_FALSE(event.contains("group_id_hex"));
+  EXPECT_EQ(lines[1]["duplicate"], true);
+  EXPECT_TRUE(lines[2].contains("malformed")) << lines[2];
+  EXPECT_EQ(lines[2]["frames"], 3);
+  EXPECT_EQ(lines[3]["sequence"], 2);
+  EXPECT_FALSE(lines[3].contains("gap"));  // a malformed message consumes no sequence
+  EXPECT_EQ(lines[4]["stats"]["malformed_messages"], 1);
+  EXPECT_EQ(lines[4]["stats"]["duplicate_batches"], 1);
+}
+
+TEST(Tools, TailStopsOnSigtermWithItsStats) {
+  LoopbackPublisher publisher(UniqueIpcEndpoint("sci-tools"));
+  auto tail = Child::Spawn({kTail, "--endpoint", publisher.endpoint()});
+  ASSERT_NE(tail, nullptr);
+  // Subscribed means its handlers are installed and it is in its loop.
+  ASSERT_TRUE(publisher.AwaitSubscription());
+  ASSERT_EQ(::kill(tail->pid(), SIGTERM), 0);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 0) << tail->err();
+  const std::vector<nlohmann::json> lines = tail->OutLines();
+  ASSERT_EQ(lines.size(), 1u) << tail->out();
+  EXPECT_EQ(lines[0]["stats"]["messages_received"], 0);
+}
+
+// ---- the bytes on the wire ----
+
+TEST(Tools, PublishedBytesMatchTheEncoder) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools");
+  zmq::context_t context(1);
+  zmq::socket_t sub(context, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::reconnect_ivl, 20);
+  sub.connect(endpoint);
+
+  // 70 events: one full batch of 64 and one of 6; then a removal after a gap.
+  std::string script;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 70; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    script += "stored " + keys.back() + " group=g" + std::to_string(i / 2) + (i == 5 ? " tenant=t-b medium=disk idx=7" : "") + "\n";
+  }
+  script += "gap\nremoved k3 group=g1 medium=\n";
+  const TempFile script_file("sci-bytes-script", script);
+  constexpr int64_t kTimestamp = 1796008706344;
+  auto publish = Child::Spawn({kPublish, "--endpoint", endpoint, "--script", script_file.path(), "--timestamp-ms",
+                               std::to_string(kTimestamp), "--wait-subscribers-ms", "20000"});
+  ASSERT_NE(publish, nullptr);
+
+  std::vector<std::vector<std::string>> received;
+  const auto deadline = Clock::now() + 20s;
+  while (received.size() < 3 && Clock::now() < deadline) {
+    zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, 100ms) == 0) continue;
+    std::vector<std::string> frames;
+    bool more = true;
+    while (more) {
+      zmq::message_t part;
+      (void)sub.recv(part);
+      frames.push_back(part.to_string());
+      more = part.more();
+    }
+    received.push_back(std::move(frames));
+  }
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  ASSERT_EQ(received.size(), 3u);
+
+  std::vector<std::string> groups;
+  for (int i = 0; i < 70; ++i) groups.push_back("g" + std::to_string(i / 2));
+  std::vector<MooncakeEvent> events;
+  for (int i = 0; i < 70; ++i) events.push_back(StoredEvent(static_cast<uint64_t>(i) + 1, keys[i], groups[i]));
+  events[5].tenant_id = "t-b";
+  events[5].medium = "disk";
+  events[5].base_block_idx = 7;
+  MooncakeEvent removal = testing::RemovedEvent(71, "k3", "g1");
+  removal.medium = {};
+
+  const auto expect_message = [&](const std::vector<std::string>& got, uint64_t sequence,
+                                  std::span<const MooncakeEvent> batch) {
+    const std::vector<std::string> want = LoopbackPublisher::EncodeBatch(sequence, batch, "", kTimestamp);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0], want[0]) << "topic of " << sequence;
+    EXPECT_EQ(got[1], want[1]) << "sequence frame of " << sequence;
+    EXPECT_EQ(got[2], want[2]) << "payload of " << sequence;
+  };
+  expect_message(received[0], 1, std::span(events).subspan(0, 64));
+  expect_message(received[1], 2, std::span(events).subspan(64, 6));
+  expect_message(received[2], 4, std::span(&removal, 1));
+}
+
+// ---- the SGLang workload, end to end ----
+
+TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
+  sci_index* handle = nullptr;
+  ASSERT_EQ(sci_index_new(nullptr, &handle), SCI_OK);
+  std::unique_ptr<sci_index, void (*)(sci_index*)> owned(handle, sci_index_free);
+  Index& index = handle->impl;
+
+  const TempFile prompts_file("sci-prompts", "");
+  const std::string& prompts_path = prompts_file.path();
+  // tp 4 with a tag: 8 keys a page. 3 prompts of 10 pages sharing 4: 4 + 3 * 6 distinct pages.
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload", "--page-size",
+                               "16", "--tp", "4", "--tag", "llama", "--prompts", "3", "--pages", "10",
+                               "--shared-prefix-pages", "4", "--seed", "42", "--prompts-out", prompts_path,
+                               "--wait-subscribers-ms", "20000", "--batch-size", "50"});
+  ASSERT_NE(publish, nullptr);
+  // A tcp port chosen by the system: the publisher says which.
+  std::string listening;
+  ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
+  SubscriberOptions options;
+  options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+  ASSERT_EQ(options.endpoint.rfind("tcp://127.0.0.1:", 0), 0u) << options.endpoint;
+  SubscriberError code = SubscriberError::kNone;
+  std::string error;
+  std::unique_ptr<Subscriber> subscriber = Subscriber::Start(index, options, &code, &error);
+  ASSERT_NE(subscriber, nullptr) << error;
+
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  const nlohmann::json summary = publish->OutLines().at(0);
+  constexpr uint64_t kDistinctPages = 4 + 3 * 6;
+  EXPECT_EQ(summary["events"], kDistinctPages * 8);
+  EXPECT_EQ(summary["messages"], (kDistinctPages * 8 + 49) / 50);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().events_applied == kDistinctPages * 8; }));
+  EXPECT_EQ(index.GetStats().keys, kDistinctPages * 8);
+  EXPECT_EQ(index.GetStats().groups, kDistinctPages);
+
+  // The prompts the publisher wrote, asked through the router's query.
+  sci_layout_spec spec{};
+  spec.struct_size = sizeof spec;
+  spec.page_size = 16;
+  spec.tp_size = 4;
+  spec.extra_backend_tag = sci_str{"llama", 5};
+  sci_layout* layout = nullptr;
+  ASSERT_EQ(sci_layout_new(&spec, &layout), SCI_OK) << sci_last_error();
+  std::ifstream in(prompts_path);
+  int prompts = 0;
+  for (std::string line; std::getline(in, line); ++prompts) {
+    const std::vector<uint32_t> tokens = nlohmann::json::parse(line)["tokens"].get<std::vector<uint32_t>>();
+    ASSERT_EQ(tokens.size(), 160u);
+    std::vector<uint8_t> hits(10);
+    sci_page_result result{};
+    result.struct_size = sizeof result;
+    ASSERT_EQ(sci_index_check_pages(handle, layout, tokens.data(), tokens.size(), 16, hits.data(), hits.size(),
+                                    &result),
+              SCI_OK)
+        << sci_last_error();
+    EXPECT_EQ(result.n_pages, 10u);
+    EXPECT_EQ(result.total_hits, 10u) << "prompt " << prompts;
+    EXPECT_EQ(result.prefix_hits, 10u);
+  }
+  EXPECT_EQ(prompts, 3);
+  sci_layout_free(layout);
+}
+
+}  // namespace
+}  // namespace sci
