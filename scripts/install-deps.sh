@@ -15,6 +15,11 @@ packages=(
   libbenchmark-dev
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
+  # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
+  # precedence), bindgen + rustfmt for scripts/regen-bindings.sh, and the
+  # crates it builds with offline from /usr/share/cargo/registry.
+  cargo rustc rustfmt bindgen
+  librust-serde-json-dev librust-dashmap-dev librust-sha2-dev
 )
 
 missing=()

@@ -33,6 +33,6 @@ if [[ $which == all || $which == tsan ]]; then
   cmake --build build-tsan -j"$jobs" --target $tsan_targets
   for t in $tsan_targets; do
     echo "== tsan: $t"
-    SCI_MODEL_TEST_SEEDS=20 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "build-tsan/tests/$t"
+    SCI_MODEL_TEST_SEEDS=20 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" "build-tsan/tests/$t"
   done
 fi

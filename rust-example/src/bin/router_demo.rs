@@ -1,0 +1,329 @@
+//! The router's side of the demo (scripts/demo.sh): follow a Mooncake
+//! publisher over ZeroMQ, then ask, for a handful of prompts, which pages are
+//! already in the shared pool, how they group into ranges, how long the
+//! query took, and what the index counted.
+//!
+//!   router_demo --endpoint tcp://127.0.0.1:5557 --layout-json layout.json \
+//!               --prompts prompts.jsonl [--published summary.json] [--timeout-s 60]
+//!
+//! `--prompts` is what `sci-publish --prompts-out` wrote (one JSON line per
+//! prompt: {"prompt":p,"tokens":[...]}). With `--published` (the publisher's
+//! stdout summary), the demo waits until the index has applied the
+//! publisher's last sequence before querying; every wait is bounded.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use shared_cache_index::{
+    Index, Layout, PageHits, PageScratch, Stats, Subscriber, SubscriberOptions,
+};
+
+struct Args {
+    endpoint: String,
+    layout_json: String,
+    prompts: String,
+    published: Option<String>,
+    timeout: Duration,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut values: HashMap<String, String> = HashMap::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let name = flag
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {:?}", flag))?;
+        if name == "help" {
+            return Err(String::new());
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("--{} needs a value", name))?;
+        values.insert(name.to_string(), value);
+    }
+    let mut take = |name: &str| values.remove(name);
+    let args = Args {
+        endpoint: take("endpoint").ok_or("--endpoint is required")?,
+        layout_json: take("layout-json").ok_or("--layout-json is required")?,
+        prompts: take("prompts").ok_or("--prompts is required")?,
+        published: take("published"),
+        timeout: Duration::from_secs(take("timeout-s").map_or(Ok(60), |v| {
+            v.parse().map_err(|_| format!("bad --timeout-s {:?}", v))
+        })?),
+    };
+    if let Some(unknown) = values.keys().next() {
+        return Err(format!("unknown flag --{}", unknown));
+    }
+    Ok(args)
+}
+
+fn read_prompts(path: &str) -> Result<Vec<Vec<u32>>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {}", path, e))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("{}: {}", path, e))?;
+            value["tokens"]
+                .as_array()
+                .ok_or_else(|| format!("{}: a line without \"tokens\"", path))?
+                .iter()
+                .map(|t| {
+                    t.as_u64()
+                        .and_then(|t| u32::try_from(t).ok())
+                        .ok_or_else(|| format!("{}: bad token {}", path, t))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Polls until `ready` returns a value or `timeout` passes.
+fn wait_for<T>(timeout: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn published_last_sequence(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(text.lines().last()?).ok()?;
+    value["last_sequence"].as_u64()
+}
+
+fn format_ranges(hits: &PageHits<'_>) -> String {
+    if hits.ranges().is_empty() {
+        return "-".into();
+    }
+    hits.ranges()
+        .iter()
+        .map(|r| format!("{}..{}", r.start, r.end))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// One prompt the router is asked to place.
+struct Query {
+    what: String,
+    tokens: Vec<u32>,
+    block_size: u32,
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let error = |e: shared_cache_index::Error| e.to_string();
+    println!(
+        "shared-cache-index {} (ABI {})",
+        shared_cache_index::version(),
+        shared_cache_index::abi_version()
+    );
+    let layout_text = std::fs::read_to_string(&args.layout_json)
+        .map_err(|e| format!("{}: {}", args.layout_json, e))?;
+    let layout = Layout::from_json(&layout_text).map_err(error)?;
+    println!(
+        "layout: {}",
+        layout_text.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    let page = layout.page_size();
+
+    let index = Arc::new(Index::new().map_err(error)?);
+    let started = Instant::now();
+    let subscriber = Subscriber::start(
+        index.clone(),
+        &SubscriberOptions::new(args.endpoint.clone()),
+    )
+    .map_err(error)?;
+    println!("following {}", args.endpoint);
+
+    let prompts = wait_for(args.timeout, || {
+        read_prompts(&args.prompts).ok().filter(|p| !p.is_empty())
+    })
+    .ok_or_else(|| format!("no prompts in {} after {:?}", args.prompts, args.timeout))?;
+    if let Some(published) = &args.published {
+        let last = wait_for(args.timeout, || published_last_sequence(published))
+            .ok_or_else(|| format!("the publisher did not finish within {:?}", args.timeout))?;
+        wait_for(args.timeout, || {
+            (index.stats().ok()?.last_sequence == Some(last)).then_some(())
+        })
+        .ok_or_else(|| {
+            format!(
+                "sequence {} not applied within {:?}: {:?}",
+                last,
+                args.timeout,
+                index.stats()
+            )
+        })?;
+    }
+    let stats = index.stats().map_err(error)?;
+    println!(
+        "applied {} events in {} batches (last sequence {}) in {:.0} ms: {} keys, {} groups\n",
+        stats.events_applied,
+        stats.batches_applied,
+        stats.last_sequence.map_or("-".into(), |s| s.to_string()),
+        started.elapsed().as_secs_f64() * 1e3,
+        stats.keys,
+        stats.groups
+    );
+
+    // A handful of requests a router sees: the published prompts, an edit in
+    // the middle of one, a new question on the shared prefix, a stranger, and
+    // a misconfigured block size.
+    let first = &prompts[0];
+    let pages = first.len() / page as usize;
+    let mut queries: Vec<Query> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, tokens)| Query {
+            what: format!("published prompt {}", i),
+            tokens: tokens.clone(),
+            block_size: page,
+        })
+        .collect();
+    let edit_page = pages * 3 / 4;
+    let mut edited = first.clone();
+    edited[edit_page * page as usize + 1] ^= 0x5a5a;
+    queries.push(Query {
+        what: format!("prompt 0, edited in page {}", edit_page),
+        tokens: edited,
+        block_size: page,
+    });
+    let shared = common_prefix_pages(&prompts, page as usize);
+    let mut follow_up = first[..shared * page as usize].to_vec();
+    follow_up.extend((0..20 * page).map(|t| 31_000 - t % 1000));
+    queries.push(Query {
+        what: format!("{} shared pages + a new question", shared),
+        tokens: follow_up,
+        block_size: page,
+    });
+    queries.push(Query {
+        what: "an unrelated prompt".into(),
+        tokens: (0..pages as u32 * page).collect(),
+        block_size: page,
+    });
+    queries.push(Query {
+        what: format!("prompt 0 at block size {}", page / 2),
+        tokens: first.clone(),
+        block_size: page / 2,
+    });
+
+    let mut scratch = PageScratch::with_capacity(pages + 32);
+    println!("| request | pages | hit | hit ranges | first query | warm query (median) | fast path (warm) |");
+    println!("|---|---:|---:|---|---:|---:|---:|");
+    for query in &queries {
+        let t0 = Instant::now();
+        let cold = index
+            .check_pages(&layout, &query.tokens, query.block_size, &mut scratch)
+            .map_err(error)?
+            .summary();
+        let cold_time = t0.elapsed();
+        let mut times: Vec<Duration> = (0..101)
+            .map(|_| {
+                let t = Instant::now();
+                let _ = index.check_pages(&layout, &query.tokens, query.block_size, &mut scratch);
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        let warm = index
+            .check_pages(&layout, &query.tokens, query.block_size, &mut scratch)
+            .map_err(error)?;
+        assert_eq!(
+            warm.total_hits(),
+            cold.total_hits,
+            "nothing changed between the two queries"
+        );
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            query.what,
+            warm.n_pages(),
+            warm.total_hits(),
+            format_ranges(&warm),
+            micros(cold_time),
+            micros(times[times.len() / 2]),
+            warm.fast_path()
+        );
+    }
+
+    println!(
+        "\nhit ranges: runs of consecutive pages whose every object is in the pool. The first query\n\
+         of a page checks each of its object keys and then trusts its group; later queries answer\n\
+         with one lookup per page (fast path) until an event touches the group."
+    );
+    drop(subscriber);
+    print_counters(&index.stats().map_err(error)?);
+    Ok(())
+}
+
+fn common_prefix_pages(prompts: &[Vec<u32>], page: usize) -> usize {
+    let first = &prompts[0];
+    let tokens = (0..first.len())
+        .take_while(|&i| prompts.iter().all(|p| p.get(i) == Some(&first[i])))
+        .count();
+    tokens / page
+}
+
+fn print_counters(s: &Stats) {
+    println!("\nindex counters:");
+    let rows: [(&str, String); 14] = [
+        ("keys", s.keys.to_string()),
+        (
+            "groups (verified)",
+            format!("{} ({})", s.groups, s.verified_groups),
+        ),
+        ("batches applied", s.batches_applied.to_string()),
+        ("events applied", s.events_applied.to_string()),
+        (
+            "last sequence",
+            s.last_sequence.map_or("-".into(), |v| v.to_string()),
+        ),
+        ("sequence gaps", s.sequence_gaps.to_string()),
+        ("duplicate batches", s.duplicate_batches.to_string()),
+        ("malformed messages", s.malformed_messages.to_string()),
+        ("messages received", s.messages_received.to_string()),
+        (
+            "subscriber connects / disconnects",
+            format!("{} / {}", s.subscriber_connects, s.subscriber_disconnects),
+        ),
+        ("queries", s.queries.to_string()),
+        ("pages checked", s.pages_checked.to_string()),
+        ("page hits", s.page_hits.to_string()),
+        ("fast-path hits", s.fast_path_hits.to_string()),
+    ];
+    for (name, value) in rows.iter() {
+        println!("  {:<34} {}", name, value);
+    }
+}
+
+fn main() -> ExitCode {
+    match parse_args() {
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("router_demo: {}", message);
+            }
+            eprintln!(
+                "usage: router_demo --endpoint E --layout-json FILE --prompts FILE [--published FILE] [--timeout-s N]"
+            );
+            ExitCode::from(2)
+        }
+        Ok(args) => match run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("router_demo: {}", message);
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

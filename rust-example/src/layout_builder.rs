@@ -1,0 +1,357 @@
+//! How one model's SGLang workers name their pages: built field by field, or
+//! read from the JSON runtime config the workers publish
+//! (`shared/docs/sglang-hicache.md`). The library validates the result in
+//! [`LayoutBuilder::build`]; this module only checks what JSON can get wrong
+//! (types, names of hit policies).
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result, Status};
+use crate::Layout;
+
+/// Which pages of a request a pool covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitPolicy {
+    /// Every page (`"all_pages"`, the default).
+    AllPages,
+    /// Only the last `n` pages (`"trailing_pages"` with `trailing_pages: n`).
+    TrailingPages(u32),
+}
+
+/// An advertised object pool: each page it covers needs `<logical><suffix>`
+/// for every suffix (suffixes carry their own separators, e.g. `"__swa"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pool {
+    pub(crate) suffixes: Vec<String>,
+    pub(crate) hit_policy: HitPolicy,
+}
+
+impl Pool {
+    pub fn all_pages<S: Into<String>>(suffixes: impl IntoIterator<Item = S>) -> Pool {
+        Pool {
+            suffixes: suffixes.into_iter().map(Into::into).collect(),
+            hit_policy: HitPolicy::AllPages,
+        }
+    }
+
+    pub fn trailing_pages<S: Into<String>>(
+        pages: u32,
+        suffixes: impl IntoIterator<Item = S>,
+    ) -> Pool {
+        Pool {
+            suffixes: suffixes.into_iter().map(Into::into).collect(),
+            hit_policy: HitPolicy::TrailingPages(pages),
+        }
+    }
+
+    pub fn suffixes(&self) -> &[String] {
+        &self.suffixes
+    }
+
+    pub fn hit_policy(&self) -> HitPolicy {
+        self.hit_policy
+    }
+}
+
+/// The fields of an SGLang HiCache layout, plus the Mooncake tenant its pages
+/// are stored under. Empty strings mean unset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutBuilder {
+    pub(crate) page_size: u32,
+    pub(crate) tp_size: u32,
+    pub(crate) pp_size: u32,
+    pub(crate) tp_lcm_size: u32,
+    pub(crate) is_mla_model: bool,
+    pub(crate) is_eagle: bool,
+    pub(crate) should_split_heads: bool,
+    pub(crate) extra_backend_tag: String,
+    pub(crate) key_prefix: String,
+    pub(crate) tenant_id: String,
+    pub(crate) pools: Vec<Pool>,
+}
+
+impl LayoutBuilder {
+    /// A layout of `page_size` tokens per page, tp 1, pp 1, MHA, no pools.
+    pub fn new(page_size: u32) -> LayoutBuilder {
+        LayoutBuilder {
+            page_size,
+            tp_size: 1,
+            pp_size: 1,
+            tp_lcm_size: 0,
+            is_mla_model: false,
+            is_eagle: false,
+            should_split_heads: false,
+            extra_backend_tag: String::new(),
+            key_prefix: String::new(),
+            tenant_id: String::new(),
+            pools: Vec::new(),
+        }
+    }
+
+    pub fn tp_size(mut self, tp_size: u32) -> Self {
+        self.tp_size = tp_size;
+        self
+    }
+    pub fn pp_size(mut self, pp_size: u32) -> Self {
+        self.pp_size = pp_size;
+        self
+    }
+    /// 0 = unset; used with `should_split_heads`.
+    pub fn tp_lcm_size(mut self, tp_lcm_size: u32) -> Self {
+        self.tp_lcm_size = tp_lcm_size;
+        self
+    }
+    pub fn mla(mut self, is_mla_model: bool) -> Self {
+        self.is_mla_model = is_mla_model;
+        self
+    }
+    pub fn eagle(mut self, is_eagle: bool) -> Self {
+        self.is_eagle = is_eagle;
+        self
+    }
+    pub fn split_heads(mut self, should_split_heads: bool) -> Self {
+        self.should_split_heads = should_split_heads;
+        self
+    }
+    pub fn extra_backend_tag(mut self, tag: impl Into<String>) -> Self {
+        self.extra_backend_tag = tag.into();
+        self
+    }
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+    /// Mooncake tenant of the pages; empty = `"default"`.
+    pub fn tenant_id(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant_id = tenant.into();
+        self
+    }
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.pools.push(pool);
+        self
+    }
+
+    pub fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    /// Validates the fields (in the library) and builds the layout.
+    pub fn build(&self) -> Result<Layout> {
+        Layout::new(self)
+    }
+
+    /// Reads the runtime config an SGLang worker publishes: a JSON object
+    /// with `page_size` (required), `tp_size`, `pp_size`, `tp_lcm_size`,
+    /// `is_mla_model`, `is_eagle`, `should_split_heads`, `extra_backend_tag`,
+    /// `key_prefix`, `tenant_id` and `pools: [{suffixes: [..], hit_policy:
+    /// "all_pages" | "trailing_pages", trailing_pages: n}]`. `null` means
+    /// unset; fields it does not know are ignored (the workers publish more).
+    /// A field of the wrong type is an error naming it.
+    pub fn from_json(json: &str) -> Result<LayoutBuilder> {
+        let value: Value =
+            serde_json::from_str(json).map_err(|e| invalid(format!("not valid JSON: {}", e)))?;
+        let config = value
+            .as_object()
+            .ok_or_else(|| invalid("expected a JSON object".to_string()))?;
+        let page_size = opt_u32(config, "page_size", "page_size")?
+            .ok_or_else(|| invalid("page_size is missing".to_string()))?;
+        let mut builder = LayoutBuilder::new(page_size);
+        if let Some(v) = opt_u32(config, "tp_size", "tp_size")? {
+            builder.tp_size = v;
+        }
+        if let Some(v) = opt_u32(config, "pp_size", "pp_size")? {
+            builder.pp_size = v;
+        }
+        builder.tp_lcm_size = opt_u32(config, "tp_lcm_size", "tp_lcm_size")?.unwrap_or(0);
+        builder.is_mla_model = opt_bool(config, "is_mla_model")?;
+        builder.is_eagle = opt_bool(config, "is_eagle")?;
+        builder.should_split_heads = opt_bool(config, "should_split_heads")?;
+        builder.extra_backend_tag = opt_string(config, "extra_backend_tag", "extra_backend_tag")?;
+        builder.key_prefix = opt_string(config, "key_prefix", "key_prefix")?;
+        builder.tenant_id = opt_string(config, "tenant_id", "tenant_id")?;
+        match config.get("pools") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(pools)) => {
+                for (i, pool) in pools.iter().enumerate() {
+                    builder
+                        .pools
+                        .push(pool_from_json(pool, &format!("pools[{}]", i))?);
+                }
+            }
+            Some(other) => return Err(invalid(format!("pools must be an array, got {}", other))),
+        }
+        Ok(builder)
+    }
+}
+
+fn pool_from_json(value: &Value, path: &str) -> Result<Pool> {
+    let pool = value
+        .as_object()
+        .ok_or_else(|| invalid(format!("{} must be an object, got {}", path, value)))?;
+    let suffixes = match pool.get("suffixes") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.as_str().map(str::to_string).ok_or_else(|| {
+                    invalid(format!(
+                        "{}.suffixes[{}] must be a string, got {}",
+                        path, i, s
+                    ))
+                })
+            })
+            .collect::<Result<Vec<String>>>()?,
+        None | Some(Value::Null) => return Err(invalid(format!("{}.suffixes is missing", path))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "{}.suffixes must be an array of strings, got {}",
+                path, other
+            )))
+        }
+    };
+    let policy = opt_string(pool, "hit_policy", &format!("{}.hit_policy", path))?;
+    let trailing = opt_u32(pool, "trailing_pages", &format!("{}.trailing_pages", path))?;
+    let hit_policy = match policy.as_str() {
+        "" | "all_pages" => HitPolicy::AllPages,
+        "trailing_pages" => HitPolicy::TrailingPages(trailing.ok_or_else(|| {
+            invalid(format!(
+                "{}.trailing_pages is missing (required by hit_policy \"trailing_pages\")",
+                path
+            ))
+        })?),
+        other => {
+            return Err(invalid(format!(
+                "{}.hit_policy must be \"all_pages\" or \"trailing_pages\", got \"{}\"",
+                path, other
+            )))
+        }
+    };
+    Ok(Pool {
+        suffixes,
+        hit_policy,
+    })
+}
+
+fn invalid(why: String) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!("LayoutBuilder::from_json: {}", why),
+    )
+}
+
+fn opt_u32(object: &Map<String, Value>, name: &str, path: &str) -> Result<Option<u32>> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{} must be an unsigned 32-bit integer, got {}",
+                    path, v
+                ))
+            }),
+    }
+}
+
+fn opt_bool(object: &Map<String, Value>, name: &str) -> Result<bool> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(invalid(format!(
+            "{} must be true or false, got {}",
+            name, v
+        ))),
+    }
+}
+
+fn opt_string(object: &Map<String, Value>, name: &str, path: &str) -> Result<String> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(v) => Err(invalid(format!("{} must be a string, got {}", path, v))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_field_of_the_runtime_config() {
+        let builder = LayoutBuilder::from_json(
+            r#"{"page_size": 64, "tp_size": 8, "pp_size": 2, "tp_lcm_size": 16,
+                "is_mla_model": false, "is_eagle": true, "should_split_heads": true,
+                "extra_backend_tag": "tag", "key_prefix": "kp", "tenant_id": "t1",
+                "model_path": "ignored/unknown", "pools": [
+                  {"suffixes": ["__k", "__v"]},
+                  {"suffixes": ["__swa"], "hit_policy": "trailing_pages", "trailing_pages": 4},
+                  {"suffixes": ["__x"], "hit_policy": "all_pages", "trailing_pages": null}]}"#,
+        )
+        .unwrap();
+        let expected = LayoutBuilder::new(64)
+            .tp_size(8)
+            .pp_size(2)
+            .tp_lcm_size(16)
+            .eagle(true)
+            .split_heads(true)
+            .extra_backend_tag("tag")
+            .key_prefix("kp")
+            .tenant_id("t1")
+            .pool(Pool::all_pages(["__k", "__v"]))
+            .pool(Pool::trailing_pages(4, ["__swa"]))
+            .pool(Pool::all_pages(["__x"]));
+        assert_eq!(builder, expected);
+    }
+
+    #[test]
+    fn nulls_and_absent_fields_mean_unset() {
+        let builder = LayoutBuilder::from_json(
+            r#"{"page_size": 16, "tp_lcm_size": null, "extra_backend_tag": null, "pools": null}"#,
+        )
+        .unwrap();
+        assert_eq!(builder, LayoutBuilder::new(16));
+    }
+
+    fn error_of(json: &str) -> Error {
+        LayoutBuilder::from_json(json).unwrap_err()
+    }
+
+    #[test]
+    fn bad_json_and_bad_fields_are_invalid_arguments_naming_the_field() {
+        let cases = [
+            ("{\"page_size\": 64", "not valid JSON"),
+            ("[64]", "expected a JSON object"),
+            ("{}", "page_size is missing"),
+            ("{\"page_size\": -1}", "page_size must be an unsigned 32-bit integer, got -1"),
+            ("{\"page_size\": 4294967296}", "page_size must be an unsigned 32-bit integer"),
+            ("{\"page_size\": 1.5}", "page_size must be an unsigned 32-bit integer"),
+            ("{\"page_size\": 64, \"tp_size\": \"8\"}", "tp_size must be an unsigned 32-bit integer, got \"8\""),
+            ("{\"page_size\": 64, \"is_mla_model\": 1}", "is_mla_model must be true or false, got 1"),
+            ("{\"page_size\": 64, \"key_prefix\": 7}", "key_prefix must be a string, got 7"),
+            ("{\"page_size\": 64, \"pools\": {}}", "pools must be an array"),
+            ("{\"page_size\": 64, \"pools\": [3]}", "pools[0] must be an object, got 3"),
+            ("{\"page_size\": 64, \"pools\": [{}]}", "pools[0].suffixes is missing"),
+            ("{\"page_size\": 64, \"pools\": [{\"suffixes\": [\"a\", 2]}]}", "pools[0].suffixes[1] must be a string"),
+            (
+                "{\"page_size\": 64, \"pools\": [{\"suffixes\": [\"a\"]}, {\"suffixes\": [\"b\"], \"hit_policy\": \"some\"}]}",
+                "pools[1].hit_policy must be \"all_pages\" or \"trailing_pages\", got \"some\"",
+            ),
+            (
+                "{\"page_size\": 64, \"pools\": [{\"suffixes\": [\"a\"], \"hit_policy\": \"trailing_pages\"}]}",
+                "pools[0].trailing_pages is missing",
+            ),
+        ];
+        for (json, expected) in cases {
+            let error = error_of(json);
+            assert_eq!(error.status(), Status::InvalidArgument, "{}", json);
+            assert!(
+                error.message().starts_with("LayoutBuilder::from_json: "),
+                "{}",
+                error
+            );
+            assert!(error.message().contains(expected), "{} -> {}", json, error);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Plain values crossing the API: options, counters, log levels.
+
+use std::time::Duration;
+
+use crate::sys;
+
+/// Options of [`Index::with_options`](crate::Index::with_options).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// Most entries (present keys + groups) held at once; 0 = the library's
+    /// default. Beyond it new entries are refused and counted, never wiped.
+    pub max_entries: u64,
+}
+
+/// Where and how a [`Subscriber`](crate::Subscriber) follows a publisher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriberOptions {
+    pub(crate) endpoint: String,
+    pub(crate) topic: Vec<u8>,
+    pub(crate) reconnect_ms: u32,
+    pub(crate) reconnect_max_ms: u32,
+    pub(crate) stale_after_ms: u32,
+}
+
+impl SubscriberOptions {
+    /// Follow the publisher bound at `endpoint` (e.g. `"tcp://127.0.0.1:5557"`),
+    /// every topic, with the library's default timings.
+    pub fn new(endpoint: impl Into<String>) -> SubscriberOptions {
+        SubscriberOptions {
+            endpoint: endpoint.into(),
+            topic: Vec::new(),
+            reconnect_ms: 0,
+            reconnect_max_ms: 0,
+            stale_after_ms: 0,
+        }
+    }
+
+    /// Only messages whose topic frame starts with `prefix` (empty = all).
+    pub fn topic(mut self, prefix: impl Into<Vec<u8>>) -> Self {
+        self.topic = prefix.into();
+        self
+    }
+
+    /// First reconnect interval and back-off ceiling (zero = library default).
+    pub fn reconnect(mut self, first: Duration, max: Duration) -> Self {
+        self.reconnect_ms = millis(first);
+        self.reconnect_max_ms = millis(max);
+        self
+    }
+
+    /// Disconnected (or unproven after a reconnect) for longer than this, the
+    /// index is cleared and answers miss (zero = library default, 10 s).
+    pub fn stale_after(mut self, grace: Duration) -> Self {
+        self.stale_after_ms = millis(grace);
+        self
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+/// Whole milliseconds, rounding a non-zero sub-millisecond duration up (0
+/// means "default" to the library) and saturating at u32::MAX.
+fn millis(duration: Duration) -> u32 {
+    let ms = duration.as_millis();
+    if ms == 0 && !duration.is_zero() {
+        1
+    } else {
+        u32::try_from(ms).unwrap_or(u32::MAX)
+    }
+}
+
+/// A snapshot of the index's counters (each read atomically; the set is not
+/// one atomic snapshot). Gauges: `keys`, `groups`, `verified_groups`,
+/// `subscriber_connected`; the rest only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub keys: u64,
+    pub groups: u64,
+    pub verified_groups: u64,
+    pub batches_applied: u64,
+    pub events_applied: u64,
+    pub duplicate_batches: u64,
+    pub sequence_gaps: u64,
+    pub clears: u64,
+    pub malformed_messages: u64,
+    pub ignored_events: u64,
+    pub capacity_refusals: u64,
+    /// `None` until a batch is applied, and again after a clear.
+    pub last_sequence: Option<u64>,
+    pub subscriber_connected: bool,
+    pub subscriber_connects: u64,
+    pub subscriber_disconnects: u64,
+    pub messages_received: u64,
+    pub queries: u64,
+    pub pages_checked: u64,
+    pub page_hits: u64,
+    pub fast_path_hits: u64,
+}
+
+impl From<&sys::sci_stats> for Stats {
+    fn from(s: &sys::sci_stats) -> Stats {
+        Stats {
+            keys: s.keys,
+            groups: s.groups,
+            verified_groups: s.verified_groups,
+            batches_applied: s.batches_applied,
+            events_applied: s.events_applied,
+            duplicate_batches: s.duplicate_batches,
+            sequence_gaps: s.sequence_gaps,
+            clears: s.clears,
+            malformed_messages: s.malformed_messages,
+            ignored_events: s.ignored_events,
+            capacity_refusals: s.capacity_refusals,
+            last_sequence: if s.has_sequence {
+                Some(s.last_sequence)
+            } else {
+                None
+            },
+            subscriber_connected: s.subscriber_connected,
+            subscriber_connects: s.subscriber_connects,
+            subscriber_disconnects: s.subscriber_disconnects,
+            messages_received: s.messages_received,
+            queries: s.queries,
+            pages_checked: s.pages_checked,
+            page_hits: s.page_hits,
+            fast_path_hits: s.fast_path_hits,
+        }
+    }
+}
+
+/// Severity of a library log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    pub(crate) fn from_raw(level: i32) -> LogLevel {
+        match level {
+            sys::SCI_LOG_DEBUG => LogLevel::Debug,
+            sys::SCI_LOG_INFO => LogLevel::Info,
+            sys::SCI_LOG_WARN => LogLevel::Warn,
+            _ => LogLevel::Error,
+        }
+    }
+}
