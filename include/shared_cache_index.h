@@ -125,7 +125,10 @@ typedef struct sci_event {
  * removal with a group id forgets the group; a removal without one drops the
  * verification of every group. Returns SCI_ERR_INVALID_ARGUMENT (nothing
  * applied) when `index` is NULL or `events` is NULL with n_events > 0, or a
- * string has a NULL pointer with a non-zero length. */
+ * string has a NULL pointer with a non-zero length. SCI_ERR_NO_MEMORY when
+ * memory runs out mid-batch: the index is then cleared, since it cannot
+ * vouch for a half-applied batch. Concurrent calls are serialised; queries
+ * go on meanwhile and see each event either wholly applied or not at all. */
 sci_status sci_index_apply_events(sci_index *index, uint64_t sequence,
                                   const sci_event *events, size_t n_events);
 
@@ -294,27 +297,27 @@ void sci_subscriber_stop(sci_subscriber *sub);
 
 typedef struct sci_stats {
     uint32_t struct_size;
-    uint64_t keys;            /* present object keys (gauge) */
-    uint64_t groups;          /* known groups (gauge) */
-    uint64_t verified_groups; /* groups whose pages answer by one lookup (gauge) */
-    uint64_t batches_applied;
-    uint64_t events_applied;
-    uint64_t duplicate_batches;
-    uint64_t sequence_gaps;
-    uint64_t clears;
-    uint64_t malformed_messages;
-    uint64_t ignored_events;
-    uint64_t capacity_refusals;
-    uint64_t last_sequence; /* valid when has_sequence */
-    bool has_sequence;
-    bool subscriber_connected; /* gauge */
-    uint64_t subscriber_connects;
-    uint64_t subscriber_disconnects;
-    uint64_t messages_received;
-    uint64_t queries;
-    uint64_t pages_checked;
-    uint64_t page_hits;
-    uint64_t fast_path_hits;
+    uint64_t keys;               /* gauge: object keys present */
+    uint64_t groups;             /* gauge: groups (pages) known */
+    uint64_t verified_groups;    /* gauge: groups whose pages answer with one lookup */
+    uint64_t batches_applied;    /* batches applied (duplicates excluded) */
+    uint64_t events_applied;     /* stored / removed / all-cleared events applied */
+    uint64_t duplicate_batches;  /* batches ignored: same sequence as the last one */
+    uint64_t sequence_gaps;      /* gaps or regressions; each cleared the index */
+    uint64_t clears;             /* index emptied: gap, all-cleared, stale, sci_index_clear, OOM */
+    uint64_t malformed_messages; /* messages dropped as malformed (nothing applied) */
+    uint64_t ignored_events;     /* no object key, or a type the object index does not use */
+    uint64_t capacity_refusals;  /* keys / groups not stored because the index was full */
+    uint64_t last_sequence;      /* sequence of the last batch; valid when has_sequence */
+    bool has_sequence;           /* false on a new or just-cleared index */
+    bool subscriber_connected;   /* gauge: the subscriber's connection is up */
+    uint64_t subscriber_connects;    /* connections established */
+    uint64_t subscriber_disconnects; /* connections lost */
+    uint64_t messages_received;  /* multipart messages received by the subscriber */
+    uint64_t queries;            /* page queries (a block-size mismatch counts here only) */
+    uint64_t pages_checked;      /* pages examined by page queries */
+    uint64_t page_hits;          /* pages found fully present */
+    uint64_t fast_path_hits;     /* page hits answered by a verified group */
 } sci_stats;
 
 /* Fills `stats` with a snapshot of the counters. Each counter is read
@@ -344,8 +347,9 @@ sci_status sci_stats_format_prometheus(const sci_index *index, sci_str labels,
 #define SCI_LOG_ERROR 3
 
 /* Receives one log line (`msg`, `len` bytes, NUL-terminated as well) at
- * `level`. May be called from any thread, including the subscriber's; it
- * must not call back into the library's *_free / *_stop functions. */
+ * `level`. May be called from any thread, including the subscriber's, and
+ * from several at once; it must not call sci_set_log_callback or the
+ * library's *_free / *_stop functions. */
 typedef void (*sci_log_fn)(void *user, int32_t level, const char *msg, size_t len);
 
 /* Routes the library's log lines to `fn` (process-wide). The library prints
