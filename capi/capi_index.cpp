@@ -122,11 +122,7 @@ sci_status sci_index_stats(const sci_index* index, sci_stats* stats) {
     out.pages_checked = s.pages_checked;
     out.page_hits = s.page_hits;
     out.fast_path_hits = s.fast_path_hits;
-    // Write only what the caller's struct holds; fields a newer caller knows
-    // and we do not are zeroed.
-    const size_t caller_size = stats->struct_size;
-    std::memcpy(stats, &out, std::min(caller_size, sizeof out));
-    if (caller_size > sizeof out) std::memset(reinterpret_cast<char*>(stats) + sizeof out, 0, caller_size - sizeof out);
+    sci::capi::WriteVersioned(out, stats);
     return SCI_OK;
   });
 }

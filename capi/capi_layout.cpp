@@ -106,7 +106,6 @@ sci_status CheckHitsBuffer(const char* function, const uint8_t* hits, size_t hit
   return SCI_OK;
 }
 
-// Writes only what the caller's struct holds; a newer caller's extra tail is zeroed.
 void WriteResult(const sci::PageQueryResult& r, sci_page_result* result) {
   sci_page_result out{};
   out.struct_size = result->struct_size;
@@ -114,9 +113,7 @@ void WriteResult(const sci::PageQueryResult& r, sci_page_result* result) {
   out.total_hits = r.total_hits;
   out.prefix_hits = r.prefix_hits;
   out.fast_path = r.fast_path;
-  const size_t caller_size = result->struct_size;
-  std::memcpy(result, &out, std::min(caller_size, sizeof out));
-  if (caller_size > sizeof out) std::memset(reinterpret_cast<char*>(result) + sizeof out, 0, caller_size - sizeof out);
+  sci::capi::WriteVersioned(out, result);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string_view>
@@ -53,6 +54,16 @@ inline bool ToView(sci_str s, std::string_view* out) {
   }
   *out = std::string_view(s.ptr, s.len);
   return true;
+}
+
+// Copies `value` into a caller's versioned output struct, writing only the
+// `out->struct_size` bytes the caller has; a newer caller's fields that this
+// library does not know are zeroed. `value.struct_size` must already be set.
+template <typename T>
+void WriteVersioned(const T& value, T* out) {
+  const size_t caller_size = out->struct_size;
+  std::memcpy(out, &value, caller_size < sizeof value ? caller_size : sizeof value);
+  if (caller_size > sizeof value) std::memset(reinterpret_cast<char*>(out) + sizeof value, 0, caller_size - sizeof value);
 }
 
 // Whether a caller's versioned struct is large enough to hold the fields up
