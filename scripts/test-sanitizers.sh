@@ -24,9 +24,11 @@ if [[ $which == all || $which == tsan ]]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=thread \
         -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
   # The suites where threads meet: readers against a writer, the subscriber
-  # thread against queries, and the model test's concurrent readers.
+  # thread against queries, the model test's concurrent readers, and the
+  # subscriber thread under injected faults.
   tsan_targets=""
-  for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test; do
+  for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test \
+           fault_injection_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086

@@ -5,6 +5,52 @@
 #include "log.h"
 
 namespace sci {
+namespace {
+
+constexpr size_t kPageHashHex = 64;  // an SGLang page hash: 64 lowercase hex characters
+constexpr std::string_view kSglangGroupNamespace = "sglang-hicache:";
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// Whether erasing a removal's labelled group withdraws every verification the
+// removed key took part in, so that the other groups may keep theirs.
+//
+// Verifications come from page queries only, and every key a page query
+// checks holds its page hash: "<prefix><hash><suffix>", where the layout's
+// group id is "sglang-hicache:<tag_><hash>". A key with no 64-character hex
+// run was never checked by a page query, so its label is trusted as given.
+// A page key's label is trusted only when it is exactly the group id of the
+// key's own page: one unambiguous hash in the key, and the label is the
+// namespace, the key's prefix and that hash. Anything else -- a label of
+// another page (a publisher bug, a corrupted message), of the same page
+// under another tag, or the keys of a layout whose key_prefix differs from
+// its tag -- drops every verification: a miss on the next query, where
+// trusting the label would leave the key's page verified with a key gone (a
+// false hit on the fast path).
+bool LabelCoversKey(std::string_view group_id, std::string_view object_key) {
+  // The one hex run of exactly kPageHashHex characters, if that is all there is.
+  size_t hash_at = std::string_view::npos;
+  for (size_t i = 0; i < object_key.size();) {
+    if (!IsLowerHex(object_key[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < object_key.size() && IsLowerHex(object_key[end])) ++end;
+    if (end - i > kPageHashHex || (end - i == kPageHashHex && hash_at != std::string_view::npos)) return false;
+    if (end - i == kPageHashHex) hash_at = i;
+    i = end;
+  }
+  if (hash_at == std::string_view::npos) return true;
+  const std::string_view prefix = object_key.substr(0, hash_at);
+  const std::string_view hash = object_key.substr(hash_at, kPageHashHex);
+  return group_id.size() == kSglangGroupNamespace.size() + prefix.size() + kPageHashHex &&
+         group_id.substr(0, kSglangGroupNamespace.size()) == kSglangGroupNamespace &&
+         group_id.substr(kSglangGroupNamespace.size(), prefix.size()) == prefix &&
+         group_id.substr(kSglangGroupNamespace.size() + prefix.size()) == hash;
+}
+
+}  // namespace
 
 Index::Index(IndexOptions options)
     : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries) {}
@@ -73,6 +119,8 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   const Fingerprint key = FingerprintOf(seed, event.object_key);
   const bool labelled = !event.group_id.empty();
   const Fingerprint group = labelled ? FingerprintOf(seed, event.group_id) : Fingerprint{};
+  const bool label_covers_key =
+      labelled && event.kind == EventKind::kRemoved && LabelCoversKey(event.group_id, event.object_key);
 
   WriterLock lock(tables_lock_);
   if (event.kind == EventKind::kStored) {
@@ -82,12 +130,10 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
     if (labelled) InvalidateGroup(group);
   } else {
     RemoveKey(key);
-    if (labelled) {
-      EraseGroup(group);
-    } else {
-      // The removed object could belong to any group.
-      DropAllVerification();
-    }
+    if (labelled) EraseGroup(group);
+    // Without a label (or with one that does not name the key's page) the
+    // removed object could belong to any group.
+    if (!label_covers_key) DropAllVerification();
   }
   counters_.events_applied.Add();
 }

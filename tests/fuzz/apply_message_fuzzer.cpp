@@ -1,0 +1,228 @@
+// Fuzzes sci_index_apply_message: bytes -> one multipart message (see
+// multipart_input.h) -> applied to an index that already holds two verified
+// SGLang pages and a few loose keys, at sequence 4.
+//
+// Invariants, besides "never crash" (the sanitizers watch memory and UB):
+//   - the status is SCI_OK or SCI_ERR_DECODE, nothing else;
+//   - SCI_ERR_DECODE changes nothing: every counter but malformed_messages
+//     (which grows by one), the presence of every key the fixture knows, each
+//     group's state (existence, generation, verification), the cursor;
+//   - SCI_OK moves the cursor to the message's sequence and counts exactly
+//     one batch (applied or duplicate); a duplicate changes no key or group;
+//   - afterwards the page query reports a page as hit exactly when all of its
+//     keys are present (never a false hit, and the query stays exact).
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "handles.h"
+#include "index.h"
+#include "layout.h"
+#include "multipart_input.h"
+#include "page_hash.h"
+#include "shared_cache_index.h"
+
+namespace sci::fuzz {
+namespace {
+
+constexpr uint64_t kPreloadSequence = 4;
+// The golden "basic" capture's request: tokens 1..8, page size 4, tp 1, so
+// its messages name the fixture's keys and groups.
+constexpr std::array<uint32_t, 8> kTokens = {1, 2, 3, 4, 5, 6, 7, 8};
+constexpr uint32_t kPageSize = 4;
+
+sci_str Str(std::string_view s) { return sci_str{s.data(), s.size()}; }
+
+struct TenantKey {
+  std::string tenant;
+  std::string key;
+};
+
+struct Fixture {
+  sci_layout* layout = nullptr;  // never freed: shared by every run
+  std::vector<std::string> group_ids;
+  std::vector<std::vector<std::string>> page_keys;
+  std::vector<TenantKey> loose_keys;  // stored besides the pages
+  std::vector<TenantKey> probe_keys;  // every key whose presence is compared
+};
+
+const Fixture& TheFixture() {
+  static const Fixture* const fixture = [] {
+    auto* f = new Fixture;
+    sci_layout_spec spec{};
+    spec.struct_size = sizeof spec;
+    spec.page_size = kPageSize;
+    spec.tp_size = 1;
+    SCI_FUZZ_CHECK(sci_layout_new(&spec, &f->layout) == SCI_OK, "%s", sci_last_error());
+    const std::vector<std::string> hashes = PageHashesHex(kTokens, kPageSize, false);
+    for (size_t page = 0; page < hashes.size(); ++page) {
+      f->group_ids.push_back(f->layout->impl->GroupId(hashes[page]));
+      f->page_keys.push_back(f->layout->impl->KeysFor(hashes[page], page, hashes.size()));
+      for (const std::string& key : f->page_keys.back()) f->probe_keys.push_back({"default", key});
+    }
+    f->loose_keys = {{"tenant-a", "12345"}, {"default", "0x2a"}, {"default", "key-0_0_k"}};
+    for (const TenantKey& k : f->loose_keys) f->probe_keys.push_back(k);
+    // Same keys elsewhere: a message must not confuse tenants.
+    f->probe_keys.push_back({"default", "12345"});
+    f->probe_keys.push_back({"tenant-a", "0x2a"});
+    return f;
+  }();
+  return *fixture;
+}
+
+// Two stored pages with their groups verified by a query, and loose keys.
+sci_index* PreloadedIndex(const Fixture& f) {
+  sci_index* index = nullptr;
+  SCI_FUZZ_CHECK(sci_index_new(nullptr, &index) == SCI_OK, "%s", sci_last_error());
+  std::vector<sci_event> events;
+  for (size_t page = 0; page < f.page_keys.size(); ++page) {
+    for (const std::string& key : f.page_keys[page]) {
+      events.push_back({SCI_EVENT_STORED, Str(key), Str(f.group_ids[page]), Str("default"), Str("cpu")});
+    }
+  }
+  for (const TenantKey& k : f.loose_keys) events.push_back({SCI_EVENT_STORED, Str(k.key), {}, Str(k.tenant), {}});
+  SCI_FUZZ_CHECK(sci_index_apply_events(index, kPreloadSequence, events.data(), events.size()) == SCI_OK, "%s",
+                 sci_last_error());
+  std::array<uint8_t, kTokens.size() / kPageSize> hits{};
+  sci_page_result result{};
+  result.struct_size = sizeof result;
+  SCI_FUZZ_CHECK(sci_index_check_pages(index, f.layout, kTokens.data(), kTokens.size(), kPageSize, hits.data(),
+                                       hits.size(), &result) == SCI_OK,
+                 "%s", sci_last_error());
+  SCI_FUZZ_CHECK(result.total_hits == hits.size(), "preloaded pages must hit, got %zu", result.total_hits);
+  return index;
+}
+
+struct Snapshot {
+  sci_stats stats{};
+  std::vector<bool> present;
+  std::vector<GroupProbe> groups;
+};
+
+Snapshot Take(const sci_index* index, const Fixture& f) {
+  Snapshot s;
+  s.stats.struct_size = sizeof s.stats;
+  SCI_FUZZ_CHECK(sci_index_stats(index, &s.stats) == SCI_OK, "%s", sci_last_error());
+  for (const TenantKey& k : f.probe_keys) s.present.push_back(index->impl.Contains(k.tenant, k.key));
+  const LayoutId layout_id = f.layout->impl->levels()[0].id;
+  for (const std::string& group : f.group_ids) {
+    s.groups.push_back(index->impl.ProbeGroup(FingerprintOf(TenantSeed("default"), group), layout_id));
+  }
+  return s;
+}
+
+bool SameGroups(const Snapshot& a, const Snapshot& b) {
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    const GroupProbe& x = a.groups[i];
+    const GroupProbe& y = b.groups[i];
+    if (x.exists != y.exists || x.generation != y.generation || x.verified != y.verified ||
+        x.verify_epoch != y.verify_epoch) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Every field of sci_stats, so that a counter added later is not forgotten
+// here silently: the static_assert breaks when the struct grows.
+void ExpectUnchangedExceptMalformed(const sci_stats& before, const sci_stats& after) {
+  static_assert(sizeof(sci_stats) == 168, "sci_stats grew: compare the new fields below");
+#define SCI_SAME(field)                                                                                    \
+  SCI_FUZZ_CHECK(before.field == after.field, "a malformed message changed " #field ": %llu -> %llu", \
+                 static_cast<unsigned long long>(before.field), static_cast<unsigned long long>(after.field))
+  SCI_SAME(keys);
+  SCI_SAME(groups);
+  SCI_SAME(verified_groups);
+  SCI_SAME(batches_applied);
+  SCI_SAME(events_applied);
+  SCI_SAME(duplicate_batches);
+  SCI_SAME(sequence_gaps);
+  SCI_SAME(clears);
+  SCI_SAME(ignored_events);
+  SCI_SAME(capacity_refusals);
+  SCI_SAME(last_sequence);
+  SCI_SAME(has_sequence);
+  SCI_SAME(subscriber_connected);
+  SCI_SAME(subscriber_connects);
+  SCI_SAME(subscriber_disconnects);
+  SCI_SAME(messages_received);
+  SCI_SAME(queries);
+  SCI_SAME(pages_checked);
+  SCI_SAME(page_hits);
+  SCI_SAME(fast_path_hits);
+#undef SCI_SAME
+  SCI_FUZZ_CHECK(after.malformed_messages == before.malformed_messages + 1, "malformed_messages %llu -> %llu",
+                 static_cast<unsigned long long>(before.malformed_messages),
+                 static_cast<unsigned long long>(after.malformed_messages));
+}
+
+// The query is exact on one thread: a page hits iff all of its keys are present.
+void ExpectPagesAnsweredByTheirKeys(sci_index* index, const Fixture& f) {
+  std::array<uint8_t, kTokens.size() / kPageSize> hits{};
+  sci_page_result result{};
+  result.struct_size = sizeof result;
+  SCI_FUZZ_CHECK(sci_index_check_pages(index, f.layout, kTokens.data(), kTokens.size(), kPageSize, hits.data(),
+                                       hits.size(), &result) == SCI_OK,
+                 "%s", sci_last_error());
+  for (size_t page = 0; page < hits.size(); ++page) {
+    bool all_present = true;
+    for (const std::string& key : f.page_keys[page]) all_present = all_present && index->impl.Contains("default", key);
+    SCI_FUZZ_CHECK(hits[page] == (all_present ? 1 : 0), "page %zu: hit %d but all keys present is %d", page,
+                   hits[page], all_present);
+  }
+}
+
+}  // namespace
+}  // namespace sci::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace sci::fuzz;
+  const Fixture& f = TheFixture();
+  sci_index* index = PreloadedIndex(f);
+  const std::vector<std::span<const uint8_t>> frames = ParseFrames(data, size);
+  std::vector<sci_bytes> c_frames;
+  for (const auto& frame : frames) {
+    // An empty frame may carry a NULL pointer: exercise that too.
+    c_frames.push_back(sci_bytes{frame.empty() ? nullptr : frame.data(), frame.size()});
+  }
+
+  const Snapshot before = Take(index, f);
+  const sci_status status = sci_index_apply_message(index, c_frames.data(), c_frames.size());
+  const Snapshot after = Take(index, f);
+
+  SCI_FUZZ_CHECK(status == SCI_OK || status == SCI_ERR_DECODE, "status %d: %s", status, sci_last_error());
+  if (status == SCI_ERR_DECODE) {
+    SCI_FUZZ_CHECK(std::strlen(sci_last_error()) > 0, "a decode error without a message");
+    ExpectUnchangedExceptMalformed(before.stats, after.stats);
+    SCI_FUZZ_CHECK(before.present == after.present, "a malformed message changed which keys are present");
+    SCI_FUZZ_CHECK(SameGroups(before, after), "a malformed message changed a group");
+  } else {
+    SCI_FUZZ_CHECK(frames.size() == 3 && frames[1].size() == 8, "accepted %zu frames", frames.size());
+    uint64_t sequence = 0;
+    for (uint8_t byte : frames[1]) sequence = (sequence << 8) | byte;
+    SCI_FUZZ_CHECK(after.stats.has_sequence && after.stats.last_sequence == sequence,
+                   "cursor at %llu after applying batch %llu",
+                   static_cast<unsigned long long>(after.stats.last_sequence),
+                   static_cast<unsigned long long>(sequence));
+    SCI_FUZZ_CHECK(after.stats.malformed_messages == before.stats.malformed_messages, "accepted but counted malformed");
+    const uint64_t batches = (after.stats.batches_applied - before.stats.batches_applied) +
+                             (after.stats.duplicate_batches - before.stats.duplicate_batches);
+    SCI_FUZZ_CHECK(batches == 1, "one message counted as %llu batches", static_cast<unsigned long long>(batches));
+    if (sequence == kPreloadSequence) {
+      SCI_FUZZ_CHECK(after.stats.duplicate_batches == before.stats.duplicate_batches + 1, "duplicate not counted");
+      SCI_FUZZ_CHECK(before.present == after.present, "a duplicate batch changed which keys are present");
+      SCI_FUZZ_CHECK(SameGroups(before, after), "a duplicate batch changed a group");
+    } else if (sequence != kPreloadSequence + 1) {
+      SCI_FUZZ_CHECK(after.stats.sequence_gaps == before.stats.sequence_gaps + 1, "gap not counted");
+    }
+  }
+  ExpectPagesAnsweredByTheirKeys(index, f);
+  sci_index_free(index);
+  return 0;
+}
