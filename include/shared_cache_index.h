@@ -123,7 +123,10 @@ typedef struct sci_event {
  *     everything is cleared first, then the batch is applied.
  * A stored event with a group id invalidates that group's verification; a
  * removal with a group id forgets the group; a removal without one drops the
- * verification of every group. Returns SCI_ERR_INVALID_ARGUMENT (nothing
+ * verification of every group, and so does a removal whose group id is not
+ * the one of the removed key's own SGLang page ("sglang-hicache:" + the
+ * key's prefix + the 64-hex page hash in the key): a mislabelled removal
+ * must not leave the key's real page verified. Returns SCI_ERR_INVALID_ARGUMENT (nothing
  * applied) when `index` is NULL or `events` is NULL with n_events > 0, or a
  * string has a NULL pointer with a non-zero length. SCI_ERR_NO_MEMORY when
  * memory runs out mid-batch: the index is then cleared, since it cannot
