@@ -1,41 +1,188 @@
-// Applying events to the index, without decoding: the writer's own cost.
+// The writer's side: production-format messages decoded and applied, in
+// events per second on one core (performance.md: >= 1 million/s).
+//
+//   ingest/decode/batch:64                   DecodeMessage alone
+//   ingest/apply/batch:64/keys:<size>        Index::ApplyBatch of decoded events alone
+//   ingest/decode_apply/batch:64/keys:<size> ApplyMessage: both, as the subscriber does
+//
+// Messages are what the Mooncake master sends for SGLang pages: 64 events a
+// message, object keys "<64 hex>_<rank>_k|v" and group ids
+// "sglang-hicache:<64 hex>" (tp8: 16 objects per page), every field of the
+// production map (event id, type, tenant, medium, backend, block index,
+// timestamps, seq_hashes), encoded by EncodeMooncakePayload. The stream
+// stores 512 batches of new pages, then removes them, and so on, over an
+// index that already holds `size` keys of other pages: steady churn at
+// that size. Sequence frames are consecutive, so no batch is a gap.
 #include <benchmark/benchmark.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "bench_support.h"
+#include "message_apply.h"
+#include "mooncake_encoder.h"
+#include "query_fixture.h"
+#include "wire_decoder.h"
 
 namespace sci::bench {
 namespace {
 
-// Stores then removes 64-event batches of grouped SGLang-shaped keys into an
-// index already holding `range(0)` foreign keys: steady-state churn.
-void BM_ApplyOnly(benchmark::State& state) {
-  Index index;
+constexpr size_t kBatch = 64;
+constexpr size_t kChunks = 512;  // batches stored, then removed
+
+// Payloads of the 2 * kChunks messages of one cycle.
+struct Stream {
+  std::vector<std::string> keys, groups;
+  std::vector<std::string> payloads;
+  size_t payload_bytes = 0;
+
+  Stream() {
+    const size_t n = kChunks * kBatch;
+    for (size_t k = 0; k < n; ++k) {
+      const std::string hash = ForeignPageHash(k / 16, /*salt=*/0xFEED);
+      keys.push_back(hash + "_" + std::to_string(k % 16 / 2) + (k % 2 == 0 ? "_k" : "_v"));
+      groups.push_back("sglang-hicache:" + hash);
+    }
+    uint64_t event_id = 1;
+    for (bool stored : {true, false}) {
+      for (size_t chunk = 0; chunk < kChunks; ++chunk) {
+        std::vector<MooncakeEvent> events(kBatch);
+        for (size_t i = 0; i < kBatch; ++i) {
+          const size_t k = chunk * kBatch + i;
+          MooncakeEvent& e = events[i];
+          e.event_id = event_id++;
+          e.stored = stored;
+          e.object_key = keys[k];
+          e.group_id = groups[k];
+          e.medium = "cpu";
+          e.base_block_idx = k / 16;
+        }
+        std::string payload;
+        EncodeMooncakePayload(/*timestamp_ms=*/1'764'000'000'000, events, &payload);
+        payload_bytes += payload.size();
+        payloads.push_back(std::move(payload));
+      }
+    }
+  }
+
+  static const Stream& Get() {
+    static const Stream* const stream = new Stream();
+    return *stream;
+  }
+};
+
+// The frames of one message: empty topic, the sequence, the payload.
+class Frames {
+ public:
+  std::span<const std::span<const uint8_t>> Of(uint64_t sequence, const std::string& payload) {
+    sequence_ = EncodeSequence(sequence);
+    frames_[0] = std::span<const uint8_t>();
+    frames_[1] = std::span<const uint8_t>(sequence_.data(), sequence_.size());
+    frames_[2] = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+    return frames_;
+  }
+
+ private:
+  std::array<uint8_t, 8> sequence_{};
+  std::span<const uint8_t> frames_[3];
+};
+
+// An index of `size` foreign keys, plus where the stream stands on it.
+struct Target {
+  std::unique_ptr<Index> index;
   uint64_t sequence = 1;
-  FillWithForeignKeys(index, static_cast<uint64_t>(state.range(0)), &sequence, 7);
-  constexpr size_t kBatch = 64;
-  std::vector<std::string> keys(kBatch), groups(kBatch);
-  for (size_t i = 0; i < kBatch; ++i) {
-    groups[i] = "sglang-hicache:" + std::string(64, static_cast<char>('a' + i % 26)) + std::to_string(i / 8);
-    keys[i] = groups[i].substr(15) + "_" + std::to_string(i % 8) + "_k";
+  size_t next_message = 0;
+
+  static Target& ForSize(uint64_t size) {
+    static std::map<uint64_t, Target> targets;
+    Target& t = targets[size];
+    if (t.index == nullptr) {
+      t.index = std::make_unique<Index>();
+      ApplyForeignPages(*t.index, 0, size, /*stored=*/true, /*salt=*/size, &t.sequence);
+    }
+    return t;
   }
-  std::vector<Event> stored(kBatch), removed(kBatch);
-  for (size_t i = 0; i < kBatch; ++i) {
-    stored[i] = Event{EventKind::kStored, keys[i], groups[i], "default", "cpu"};
-    removed[i] = Event{EventKind::kRemoved, keys[i], groups[i], "default", "cpu"};
-  }
-  for (auto _ : state) {
-    index.ApplyBatch(sequence++, stored);
-    index.ApplyBatch(sequence++, removed);
-  }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * kBatch);
-  state.counters["events_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * 2 * kBatch, benchmark::Counter::kIsRate);
+};
+
+void ReportEvents(benchmark::State& state) {
+  const double events = static_cast<double>(state.iterations()) * kBatch;
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["events_per_s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  state.counters["payload_bytes_per_event"] =
+      static_cast<double>(Stream::Get().payload_bytes) / static_cast<double>(2 * kChunks * kBatch);
 }
-BENCHMARK(BM_ApplyOnly)->Name("apply/batch:64/keys:10k")->Arg(10'000);
-BENCHMARK(BM_ApplyOnly)->Name("apply/batch:64/keys:1m")->Arg(1'000'000);
+
+void BM_Decode(benchmark::State& state) {
+  const Stream& stream = Stream::Get();
+  Frames frames;
+  DecodedMessage scratch;
+  std::string error;
+  size_t at = 0;
+  uint64_t sequence = 1;
+  bool ok = true;
+  for (auto _ : state) {
+    ok &= DecodeMessage(frames.Of(sequence++, stream.payloads[at]), &scratch, &error);
+    benchmark::DoNotOptimize(scratch.events.data());
+    if (++at == stream.payloads.size()) at = 0;
+  }
+  if (!ok || scratch.events.size() != kBatch) state.SkipWithError(("decode failed: " + error).c_str());
+  ReportEvents(state);
+}
+
+void BM_Apply(benchmark::State& state, uint64_t size) {
+  const Stream& stream = Stream::Get();
+  // Decoded once up front: the events are views into the payloads.
+  static const std::vector<std::vector<Event>>* const decoded = [&stream] {
+    auto* all = new std::vector<std::vector<Event>>();
+    Frames frames;
+    DecodedMessage scratch;
+    for (const std::string& payload : stream.payloads) {
+      if (!DecodeMessage(frames.Of(1, payload), &scratch, nullptr)) throw std::logic_error("undecodable payload");
+      all->push_back(scratch.events);
+    }
+    return all;
+  }();
+  Target& target = Target::ForSize(size);
+  const uint64_t events_before = target.index->GetStats().events_applied;
+  for (auto _ : state) {
+    target.index->ApplyBatch(target.sequence++, (*decoded)[target.next_message]);
+    if (++target.next_message == decoded->size()) target.next_message = 0;
+  }
+  if (target.index->GetStats().events_applied - events_before != state.iterations() * kBatch) {
+    state.SkipWithError("not every event was applied");
+  }
+  ReportEvents(state);
+  state.counters["keys"] = static_cast<double>(target.index->GetStats().keys);
+}
+
+void BM_DecodeApply(benchmark::State& state, uint64_t size) {
+  const Stream& stream = Stream::Get();
+  Target& target = Target::ForSize(size);
+  Frames frames;
+  DecodedMessage scratch;
+  std::string error;
+  const Stats before = target.index->GetStats();
+  bool ok = true;
+  for (auto _ : state) {
+    ok &= ApplyMessage(*target.index, frames.Of(target.sequence++, stream.payloads[target.next_message]), scratch,
+                       &error);
+    if (++target.next_message == stream.payloads.size()) target.next_message = 0;
+  }
+  const Stats after = target.index->GetStats();
+  if (!ok || after.events_applied - before.events_applied != state.iterations() * kBatch ||
+      after.sequence_gaps != before.sequence_gaps) {
+    state.SkipWithError(("not every event was applied in order: " + error).c_str());
+  }
+  ReportEvents(state);
+  state.counters["keys"] = static_cast<double>(after.keys);
+}
+
+BENCHMARK(BM_Decode)->Name("ingest/decode/batch:64");
+BENCHMARK_CAPTURE(BM_Apply, 10k, 10'000)->Name("ingest/apply/batch:64/keys:10k");
+BENCHMARK_CAPTURE(BM_Apply, 1m, 1'000'000)->Name("ingest/apply/batch:64/keys:1m");
+BENCHMARK_CAPTURE(BM_DecodeApply, 10k, 10'000)->Name("ingest/decode_apply/batch:64/keys:10k");
+BENCHMARK_CAPTURE(BM_DecodeApply, 1m, 1'000'000)->Name("ingest/decode_apply/batch:64/keys:1m");
 
 }  // namespace
 }  // namespace sci::bench

@@ -135,6 +135,8 @@ class Index {
   void ClearTables();
   void ResetCursor();
   bool HasRoom() const;
+  // Writer only, without the lock: touches the slots an event will update.
+  void WarmUp(const Fingerprint& key, const Fingerprint* group) const;
 
   const uint64_t max_entries_;
 

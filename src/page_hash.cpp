@@ -3,6 +3,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 // OpenSSL 3 deprecates the low-level SHA256_* calls in favour of EVP, but
 // they are still exported and they are the fastest interface it offers for
 // short messages. Measured on this machine (AMD EPYC with SHA extensions,
@@ -11,10 +15,14 @@
 //   EVP_DigestInit_ex2 on a reused ctx  ~236 ns/page
 //   EVP_Digest with a pre-fetched MD    ~257 ns/page (needs a copy: one buffer)
 //   SHA256() one-shot                   ~431 ns/page (fetches the MD each call)
+// (bench/hash_bench.cpp measures them side by side: sha256/* in query_bench.)
 // The low-level context also lives on the stack: no allocation, no
 // thread-local EVP_MD_CTX to manage.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace sci {
 namespace {
@@ -26,18 +34,18 @@ inline void StoreLE32(uint8_t* out, uint32_t v) {
   out[3] = static_cast<uint8_t>(v >> 24);
 }
 
-// Feeds `count` hashed units starting at token `first`, each written by
-// `write_unit(token_index, out)` as `unit_bytes` bytes, through a small stack
-// buffer so SHA256_Update sees few, large calls.
-template <size_t kUnitBytes, typename WriteUnit>
-void UpdateBuffered(SHA256_CTX* ctx, size_t first, size_t count, WriteUnit write_unit) {
+// Hands `count` hashed units starting at token `first`, each written by
+// `write_unit(token_index, out)` as `kUnitBytes` bytes, to `sink(bytes, n)`
+// through a small stack buffer, so the hash sees few, large pieces.
+template <size_t kUnitBytes, typename WriteUnit, typename Sink>
+void StageUnits(size_t first, size_t count, WriteUnit write_unit, Sink sink) {
   constexpr size_t kBufferBytes = 512;
   constexpr size_t kUnitsPerChunk = kBufferBytes / kUnitBytes;
   uint8_t buffer[kBufferBytes];
   while (count > 0) {
     const size_t n = count < kUnitsPerChunk ? count : kUnitsPerChunk;
     for (size_t u = 0; u < n; ++u) write_unit(first + u, buffer + u * kUnitBytes);
-    SHA256_Update(ctx, buffer, n * kUnitBytes);
+    sink(buffer, n * kUnitBytes);
     first += n;
     count -= n;
   }
@@ -56,24 +64,82 @@ constexpr std::array<char[2], 256> kHexPairs = MakeHexPairs();
 
 }  // namespace
 
-const PageDigest& PageHasher::Next() {
-  SHA256_CTX ctx;
-  SHA256_Init(&ctx);
-  if (next_page_ > 0) SHA256_Update(&ctx, digest_.data(), digest_.size());
+PageDigestMemo::PageDigestMemo(size_t entries) {
+  const size_t capacity = std::bit_ceil(entries == 0 ? size_t{1} : entries);
+  entries_ = std::make_unique<Entry[]>(capacity);
+  mask_ = capacity - 1;
+}
+
+PageDigestMemo& PageDigestMemo::ForThisThread() {
+  thread_local std::unique_ptr<PageDigestMemo> memo;
+  if (memo == nullptr) memo = std::make_unique<PageDigestMemo>();
+  return *memo;
+}
+
+PageDigestMemo::Key PageDigestMemo::KeyOf(const PageDigest* parent, const Key& units_hash) {
+  if (parent == nullptr) return units_hash;
+  // 48 bytes: the parent digest, then the units' hash. A page-0 key (16
+  // bytes hashed once) and a chained key could only meet by collision.
+  uint8_t bytes[sizeof(PageDigest) + sizeof(Key)];
+  std::memcpy(bytes, parent->data(), parent->size());
+  std::memcpy(bytes + parent->size(), &units_hash, sizeof units_hash);
+  const XXH128_hash_t h = XXH3_128bits(bytes, sizeof bytes);
+  return Key{h.low64, h.high64};
+}
+
+void PageDigestMemo::Clear() {
+  if (++epoch_ != 0) return;
+  // The epoch wrapped (after 4 billion clears): entries of epoch 1 would look
+  // current again. They would still be right, but a clear promises a memo
+  // that has seen nothing, so wipe them.
+  for (size_t i = 0; i <= mask_; ++i) entries_[i] = Entry{};
+  epoch_ = 1;
+}
+
+template <typename Sink>
+void PageHasher::ForEachUnitChunk(Sink sink) const {
   const size_t first = next_page_ * page_size_;
   const uint32_t* tokens = tokens_.data();
   if (eagle_) {
-    UpdateBuffered<8>(&ctx, first, page_size_, [tokens](size_t j, uint8_t* out) {
+    StageUnits<8>(first, page_size_, [tokens](size_t j, uint8_t* out) {
       StoreLE32(out, tokens[j]);
       StoreLE32(out + 4, tokens[j + 1]);
-    });
+    }, sink);
   } else if constexpr (std::endian::native == std::endian::little) {
     // The tokens already are their little-endian bytes: hash them in place.
-    SHA256_Update(&ctx, tokens + first, size_t{page_size_} * sizeof(uint32_t));
+    sink(tokens + first, size_t{page_size_} * sizeof(uint32_t));
   } else {
-    UpdateBuffered<4>(&ctx, first, page_size_, [tokens](size_t j, uint8_t* out) { StoreLE32(out, tokens[j]); });
+    StageUnits<4>(first, page_size_, [tokens](size_t j, uint8_t* out) { StoreLE32(out, tokens[j]); }, sink);
   }
+}
+
+const PageDigest& PageHasher::Next() {
+  const bool has_parent = next_page_ > 0;
+  PageDigestMemo::Key key;
+  if (memo_ != nullptr) {
+    XXH128_hash_t units;
+    if (!eagle_ && std::endian::native == std::endian::little) {
+      // One contiguous piece: the one-shot hash, which gives the same value
+      // as the streaming one below and costs less.
+      units = XXH3_128bits(tokens_.data() + next_page_ * page_size_, size_t{page_size_} * sizeof(uint32_t));
+    } else {
+      XXH3_state_t state;
+      XXH3_128bits_reset(&state);
+      ForEachUnitChunk([&state](const void* bytes, size_t n) { XXH3_128bits_update(&state, bytes, n); });
+      units = XXH3_128bits_digest(&state);
+    }
+    key = PageDigestMemo::KeyOf(has_parent ? &digest_ : nullptr, PageDigestMemo::Key{units.low64, units.high64});
+    if (memo_->Find(key, &digest_)) {
+      ++next_page_;
+      return digest_;
+    }
+  }
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  if (has_parent) SHA256_Update(&ctx, digest_.data(), digest_.size());
+  ForEachUnitChunk([&ctx](const void* bytes, size_t n) { SHA256_Update(&ctx, bytes, n); });
   SHA256_Final(digest_.data(), &ctx);
+  if (memo_ != nullptr) memo_->Insert(key, digest_);
   ++next_page_;
   return digest_;
 }
@@ -84,10 +150,26 @@ void ToHex(const PageDigest& digest, char* out) {
 
 bool IsPageHashHex(std::string_view s) {
   if (s.size() != kPageHashHexLength) return false;
+  // A byte loop was 40% of a fast-path page looked up by hash: check 16
+  // characters at a time with SSE2 (every x86-64 has it).
+#if defined(__SSE2__)
+  int all = 0xFFFF;
+  for (size_t i = 0; i < kPageHashHexLength; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    // Signed compares: a byte >= 0x80 is negative, below '0' and 'a' alike.
+    const __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                        _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+    const __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
+                                         _mm_cmplt_epi8(v, _mm_set1_epi8('f' + 1)));
+    all &= _mm_movemask_epi8(_mm_or_si128(digit, letter));
+  }
+  return all == 0xFFFF;
+#else
   for (char c : s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+#endif
 }
 
 std::vector<std::string> PageHashesHex(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle) {

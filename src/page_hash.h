@@ -7,12 +7,14 @@
 // (8 bytes each, first then second), so a request of n tokens has n-1 units.
 //
 // The hot path hashes page by page through PageHasher and never stores more
-// than the previous digest: nothing is allocated, whatever the request length.
+// than the previous digest: nothing is allocated, whatever the request length
+// (the per-thread digest memo is allocated once, on a thread's first query).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,13 +33,101 @@ inline size_t WholePages(size_t n_tokens, uint32_t page_size, bool eagle) {
   return units / page_size;
 }
 
+// A memo of page digests: (parent digest, page units) -> digest.
+//
+// Why: SHA-256 of every page is the floor of a query's cost (~200 ns a page
+// even with SHA extensions), and a router sees the same prompt prefixes over
+// and over (system prompts, few-shot examples, multi-turn chats). XXH3-128 of
+// the same bytes costs a tenth of that, so a digest computed before is looked
+// up instead of recomputed: a repeated prefix is not rehashed.
+//
+// Exact: an entry is keyed by a 128-bit XXH3 key of the very input SHA-256
+// reads for the page (the parent digest, absent for page 0, then the page's
+// units) and holds the digest of that input. A hit can only be wrong if two
+// different page inputs have the same 128-bit key: the odds the index already
+// accepts for its key fingerprints (about 2^-128 per pair).
+//
+// Bounded: direct-mapped, a fixed number of one-cache-line entries allocated
+// once by the constructor; a page overwrites whatever shared its slot.
+// Not thread-safe: each thread uses its own (ForThisThread), so no lock or
+// atomic is on the query's path.
+class PageDigestMemo {
+ public:
+  // 8192 entries of 64 bytes = 512 KiB per querying thread: the pages of ~48
+  // distinct 169-page prompts.
+  static constexpr size_t kDefaultEntries = size_t{1} << 13;
+
+  struct Key {
+    uint64_t low = 0;
+    uint64_t high = 0;
+  };
+
+  // `entries` is rounded up to a power of two (at least 1).
+  explicit PageDigestMemo(size_t entries = kDefaultEntries);
+  PageDigestMemo(const PageDigestMemo&) = delete;
+  PageDigestMemo& operator=(const PageDigestMemo&) = delete;
+
+  // The calling thread's memo, allocated on its first call, freed when the
+  // thread exits.
+  static PageDigestMemo& ForThisThread();
+
+  // The key of a page whose SHA-256 input is `parent` (null for page 0)
+  // followed by units whose XXH3-128 (seed 0) is `units_hash`.
+  static Key KeyOf(const PageDigest* parent, const Key& units_hash);
+
+  // Copies the digest memoised under `key` to *digest; false if there is none.
+  bool Find(const Key& key, PageDigest* digest) {
+    const Entry& entry = entries_[key.low & mask_];
+    if (entry.epoch != epoch_ || entry.key_low != key.low || entry.key_high != key.high) {
+      ++misses_;
+      return false;
+    }
+    *digest = entry.digest;
+    ++hits_;
+    return true;
+  }
+
+  void Insert(const Key& key, const PageDigest& digest) {
+    Entry& entry = entries_[key.low & mask_];
+    entry.key_low = key.low;
+    entry.key_high = key.high;
+    entry.epoch = epoch_;
+    entry.digest = digest;
+  }
+
+  // Forgets every entry, in constant time (benchmarks use it to measure
+  // prompts the memo has never seen).
+  void Clear();
+
+  size_t capacity() const { return mask_ + 1; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  // One cache line: a lookup touches one line whether it hits or misses.
+  struct alignas(64) Entry {
+    uint64_t key_low = 0;
+    uint64_t key_high = 0;
+    uint32_t epoch = 0;  // valid only when equal to the memo's epoch_
+    PageDigest digest{};
+  };
+  static_assert(sizeof(Entry) == 64);
+
+  std::unique_ptr<Entry[]> entries_;
+  size_t mask_ = 0;
+  uint32_t epoch_ = 1;  // entries start at 0: empty
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
 // Walks the chained digests of one request, page after page. Cheap to
 // construct (it holds only views and the previous digest); not thread-safe,
-// so each query owns one.
+// so each query owns one. With a memo, a page whose input the memo has seen
+// is looked up instead of hashed, and every page hashed is memoised.
 class PageHasher {
  public:
-  PageHasher(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle)
-      : tokens_(tokens), page_size_(page_size), eagle_(eagle) {}
+  PageHasher(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle, PageDigestMemo* memo = nullptr)
+      : tokens_(tokens), page_size_(page_size), eagle_(eagle), memo_(memo) {}
 
   size_t pages() const { return WholePages(tokens_.size(), page_size_, eagle_); }
 
@@ -45,9 +135,15 @@ class PageHasher {
   const PageDigest& Next();
 
  private:
+  // Hands `sink(bytes, n)` the page's units, as SHA-256 reads them after the
+  // parent digest, in one or more pieces.
+  template <typename Sink>
+  void ForEachUnitChunk(Sink sink) const;
+
   std::span<const uint32_t> tokens_;
   uint32_t page_size_;
   bool eagle_;
+  PageDigestMemo* memo_;
   size_t next_page_ = 0;
   PageDigest digest_{};
 };

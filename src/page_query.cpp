@@ -15,11 +15,21 @@ namespace {
 // cache misses of a page's keys overlap instead of queueing.
 constexpr uint32_t kKeysPerRound = 16;
 
-bool AllKeysPresent(const Index& index, const Layout& layout, const Layout::Level& level, KeyBuffer& key) {
+// Whether every key of `level` is present. `likely_absent` (the page's group
+// is unknown, so SGLang most likely never stored it) first looks up the
+// first key alone: a missing page then costs one fingerprint and one lookup
+// instead of a round of them. Either way a hit has checked every key.
+// `fingerprints` is the caller's scratch of kKeysPerRound entries.
+bool AllKeysPresent(const Index& index, const Layout& layout, const Layout::Level& level, KeyBuffer& key,
+                    bool likely_absent, Fingerprint* fingerprints) {
   const uint64_t seed = layout.tenant_seed();
-  Fingerprint fingerprints[kKeysPerRound];
-  const uint32_t end = level.first_suffix + level.n_suffixes;
-  for (uint32_t first = level.first_suffix; first < end; first += kKeysPerRound) {
+  uint32_t first = level.first_suffix;
+  const uint32_t end = first + level.n_suffixes;
+  if (likely_absent) {
+    if (!index.ContainsKey(FingerprintOf(seed, key.With(layout.Suffix(first))))) return false;
+    ++first;
+  }
+  for (; first < end; first += kKeysPerRound) {
     const uint32_t n = end - first < kKeysPerRound ? end - first : kKeysPerRound;
     for (uint32_t k = 0; k < n; ++k) fingerprints[k] = FingerprintOf(seed, key.With(layout.Suffix(first + k)));
     if (!index.ContainsAll(std::span<const Fingerprint>(fingerprints, n))) return false;
@@ -37,6 +47,7 @@ PageQueryResult Run(Index& index, const Layout& layout, size_t n_pages, WriteHas
   KeyBuffer key(layout.key_prefix());
   KeyBuffer group(layout.group_prefix());
   const uint64_t seed = layout.tenant_seed();
+  Fingerprint fingerprints[kKeysPerRound];  // once per query, not per page
   PageQueryResult result;
   result.n_pages = n_pages;
   bool leading_run = true;
@@ -51,7 +62,7 @@ PageQueryResult Run(Index& index, const Layout& layout, size_t n_pages, WriteHas
       if (probe.verified) {
         hit = true;
         ++result.fast_path;
-      } else if (AllKeysPresent(index, layout, level, key)) {
+      } else if (AllKeysPresent(index, layout, level, key, /*likely_absent=*/!probe.exists, fingerprints)) {
         hit = true;
         // Refused if the group changed since the probe: then the keys seen
         // may not be the group's whole object set, but the page itself was
@@ -89,7 +100,9 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
          block_size, layout.page_size());
     return PageQueryResult{};
   }
-  PageHasher hasher(tokens, layout.page_size(), layout.is_eagle());
+  // The thread's digest memo: a prefix this thread has hashed before is not
+  // hashed again (page_hash.h).
+  PageHasher hasher(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread());
   return Run(
       index, layout, hasher.pages(),
       [&hasher](size_t, char* out) {

@@ -9,10 +9,14 @@
 // invalidated the group since the probe, while the page still reports the
 // hit it proved. A page needing no key is a miss.
 //
+// Page digests come from the querying thread's PageDigestMemo when it has
+// hashed the same page input before (a shared prompt prefix), from SHA-256
+// otherwise (page_hash.h): same digests, without rehashing repeated prefixes.
+//
 // Once warm a query allocates nothing and builds no std::string: keys are
 // assembled in stack buffers (KeyBuffer) and fingerprinted in place, digests
-// are chained page by page on the stack, and counters are bumped once per
-// query with totals.
+// are chained page by page on the stack, the thread's memo is allocated on
+// its first query only, and counters are bumped once per query with totals.
 #pragma once
 
 #include <cstddef>

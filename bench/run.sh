@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the whole benchmark suite in a Release build and refreshes its results:
+#   bench/results/<binary>.json   Google Benchmark JSON, one file per binary
+#   bench/results/context.txt     date, CPU, cores, load average before and after
+#   bench/results/table.md        the performance.md targets table (measured)
+#   bench/check_pages.png         the cost plot (scripts/plot-bench.py)
+# then prints the table, to be copied into bench/README.md with the context.
+#
+# usage: bench/run.sh [--quick] [build-dir]      (default build dir: build-bench)
+#   --quick  leave out the 10m index size (its index takes ~15 s to build and
+#            ~1 GB) and the repetitions: a rough look in about two minutes.
+# Without --quick each query and ingest benchmark runs 5 times; the table
+# reports the median, with the range of the 5 where it matters (about six
+# minutes in all).
+# The machine is shared: run it when `uptime` shows a load average under 2.
+set -euo pipefail
+
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  shift
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$root/build-bench}"
+out="$root/bench/results"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$build" -j2 --target query_bench latency_bench apply_bench memory_bench live_ingest_bench
+mkdir -p "$out"
+
+filter=()
+repeat=(--benchmark_repetitions=5 --benchmark_display_aggregates_only=true)
+if [ "$quick" = 1 ]; then
+  filter=(--benchmark_filter=-keys:10m)
+  repeat=()
+fi
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p')"
+  echo "cores: $(nproc)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/context.txt"
+
+run() {
+  local binary="$1"
+  shift
+  echo "== $binary $*" >&2
+  "$build/bench/$binary" --benchmark_out="$out/$binary.json" --benchmark_out_format=json "$@"
+}
+run query_bench "${repeat[@]}" "${filter[@]}"
+run apply_bench "${repeat[@]}"
+run latency_bench "${filter[@]}"
+run live_ingest_bench --benchmark_filter=events:1m
+run memory_bench "${filter[@]}"
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/context.txt"
+/usr/bin/python3 "$root/scripts/plot-bench.py" "$out"/*.json --png "$root/bench/check_pages.png" > "$out/table.md"
+cat "$out/context.txt" "$out/table.md"

@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+"""Plots check_pages cost and prints the performance.md targets table.
+
+Reads Google Benchmark JSON output (--benchmark_out=FILE, any number of
+files: the query, latency, apply, memory and live benchmarks of one run) and
+
+  * writes a PNG (default bench/check_pages.png): per-request cost of
+    check_pages against pages per request and against keys per page, for the
+    fast path (verified groups) and the exact path (every key checked), with
+    the SHA-256 hashing floor beside them, and against index size;
+  * prints the targets table of shared/docs/performance.md as Markdown:
+    target, measured, ratio to the target, pass/miss.
+
+Times are CPU time by default (single-threaded benchmarks on a shared
+machine: CPU time is what the query itself cost, real time adds whatever
+else the machine ran meanwhile); --time real uses wall-clock time. With
+--benchmark_repetitions, the median aggregate is used.
+
+Usage:
+  scripts/plot-bench.py bench/results/*.json [--png bench/check_pages.png] [--time cpu|real]
+Runs under Debian's /usr/bin/python3 with python3-matplotlib.
+"""
+
+import argparse
+import json
+import math
+import re
+import sys
+
+SUFFIXES = re.compile(r"(/iterations:\d+|/repeats:\d+|/real_time|/manual_time|/min_time:[\d.]+)+$")
+UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+LAYOUTS = ["mla", "tp1", "pools6", "tp8", "tp8pp2"]
+PAGES = [16, 169, 1024]
+SIZES = [("10k", 1e4), ("1m", 1e6), ("10m", 1e7)]
+
+
+def load(paths):
+    """name -> benchmark entry (median aggregate when repetitions were run),
+    and name -> every repetition's entry."""
+    runs, medians, context, repetitions = {}, {}, {}, {}
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context = context or data.get("context", {})
+        for b in data.get("benchmarks", []):
+            if b.get("error_occurred"):
+                print(f"warning: {b['name']}: {b.get('error_message')}", file=sys.stderr)
+                continue
+            name = SUFFIXES.sub("", b.get("run_name", b["name"]))
+            if b.get("run_type") == "aggregate":
+                if b.get("aggregate_name") == "median":
+                    medians[name] = b
+            else:
+                runs.setdefault(name, b)
+                repetitions.setdefault(name, []).append(b)
+    runs.update(medians)
+    return runs, context, repetitions
+
+
+class Results:
+    def __init__(self, runs, clock, repetitions=None):
+        self.runs = runs
+        self.clock = clock
+        self.repetitions = repetitions or {}
+
+    def spread(self, name, counter=None, scale=1.0, unit=""):
+        """' (N runs: min–max)' over the repetitions of `name`, or ''."""
+        entries = self.repetitions.get(name, [])
+        if len(entries) < 2:
+            return ""
+        key = "cpu_time" if self.clock == "cpu" else "real_time"
+        values = [e.get(counter) if counter else e[key] * UNIT_NS[e.get("time_unit", "ns")] for e in entries]
+        values = [v * scale for v in values if v is not None]
+        return f" ({len(values)} runs: {fmt(min(values), unit)}–{fmt(max(values), unit)})" if values else ""
+
+    def has(self, name):
+        return name in self.runs
+
+    def ns(self, name):
+        """Time per iteration in ns, or None."""
+        b = self.runs.get(name)
+        if b is None:
+            return None
+        key = "cpu_time" if self.clock == "cpu" else "real_time"
+        if b.get("run_type") != "aggregate" and "manual_time" in b.get("name", ""):
+            key = "real_time"
+        return b[key] * UNIT_NS[b.get("time_unit", "ns")]
+
+    def counter(self, name, counter):
+        b = self.runs.get(name)
+        return None if b is None else b.get(counter)
+
+
+def check_pages(layout, pages, size="1m", mix="all", path="fastpath", prompts="fresh"):
+    return f"check_pages/{layout}/p{pages}/keys:{size}/hits:{mix}/{path}/prompts:{prompts}"
+
+
+def fmt(value, unit="", digits=3):
+    if value is None:
+        return "not measured"
+    if value == 0:
+        return f"0{unit}"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{value:,.{decimals}f}{unit}"
+
+
+def targets_table(r):
+    rows = []
+
+    def row(measure, target, measured, ratio, ok, note=""):
+        verdict = "—" if ok is None else ("pass" if ok else "**miss**")
+        rows.append((measure, target, measured, ratio, verdict, note))
+
+    # 1. Fast path vs exact, per page, without hashing: the paired
+    # measurement (call by call, side by side) decides; the separate
+    # benchmarks are context.
+    paired = "page_lookup/tp8/p169/keys:1m/hits:all/paired"
+    gain = r.counter(paired, "exact_over_fast")
+    if gain:
+        row("fast path vs exact check, per page, no hashing, tp8 (paired calls)", "≥ 10×",
+            f"{fmt(r.counter(paired, 'fast_ns_per_page'), ' ns')} vs {fmt(r.counter(paired, 'exact_ns_per_page'), ' ns')}"
+            f" per page: {gain:.1f}×{r.spread(paired, 'exact_over_fast', unit='×')}",
+            f"{gain / 10:.2f}", gain >= 10, "medians of per-call times, fast and exact calls alternating")
+    fast = r.ns("page_lookup/tp8/p169/keys:1m/hits:all/fastpath")
+    exact = r.ns("page_lookup/tp8/p169/keys:1m/hits:all/exact")
+    if fast and exact:
+        gain = exact / fast
+        row("the same, as two separate benchmarks", "≥ 10×",
+            f"{fmt(fast / 169, ' ns')}{r.spread('page_lookup/tp8/p169/keys:1m/hits:all/fastpath', scale=1 / 169, unit=' ns')}"
+            f" vs {fmt(exact / 169, ' ns')}{r.spread('page_lookup/tp8/p169/keys:1m/hits:all/exact', scale=1 / 169, unit=' ns')}"
+            f" per page: {gain:.1f}×",
+            f"{gain / 10:.2f}", gain >= 10)
+
+    # 2. Fast path against the fastest hashing interface: paired first.
+    paired = "check_pages/tp8/p169/keys:1m/hits:all/fastpath/paired_with_hashing"
+    ratio = r.counter(paired, "check_pages_over_hashing")
+    if ratio:
+        row("check_pages tp8 p169 1M keys, all verified, fresh prompts (paired calls)", "≤ 1.5× hashing alone",
+            f"{fmt(r.counter(paired, 'check_pages_us'), ' µs')} vs {fmt(r.counter(paired, 'hashing_us'), ' µs')}: "
+            f"{ratio:.2f}×{r.spread(paired, 'check_pages_over_hashing', unit='×')}", f"{ratio / 1.5:.2f}", ratio <= 1.5,
+            "SHA256_Init/Update/Final of the same 169 pages, then the query, alternating")
+    sha = {n: r.ns(f"sha256/{n}/p169") for n in ("lowlevel", "evp_ctx_reused", "evp_digest", "oneshot")}
+    sha = {n: t for n, t in sha.items() if t}
+    if sha:
+        best_name, best = min(sha.items(), key=lambda kv: kv[1])
+        listing = ", ".join(f"{n} {fmt(t / 1e3, ' µs')}" for n, t in sorted(sha.items(), key=lambda kv: kv[1]))
+        for prompts in ("fresh", "repeated"):
+            t = r.ns(check_pages("tp8", 169, prompts=prompts))
+            if t:
+                ratio = t / best
+                row(f"check_pages tp8 p169 1M keys, all verified ({prompts} prompts)",
+                    "≤ 1.5× hashing alone",
+                    f"{fmt(t / 1e3, ' µs')}{r.spread(check_pages('tp8', 169, prompts=prompts), scale=1e-3, unit=' µs')} "
+                    f"vs {fmt(best / 1e3, ' µs')} ({best_name}): {ratio:.2f}×",
+                    f"{ratio / 1.5:.2f}", ratio <= 1.5,
+                    "hashing alone, 169 chained 288-byte messages: " + listing if prompts == "fresh" else
+                    "the digest memo serves every page: nothing rehashed")
+
+    # 3. Exact path per required key.
+    for prompts in ("fresh", "repeated"):
+        name = check_pages("tp8", 169, path="exact", prompts=prompts)
+        t, keys = r.ns(name), r.counter(name, "required_keys")
+        if t and keys:
+            per_key = t / keys
+            row(f"check_pages exact path tp8 p169 1M keys, per required key ({prompts} prompts)", "≤ 40 ns",
+                fmt(per_key, " ns") + r.spread(name, scale=1 / keys, unit=" ns"), f"{per_key / 40:.2f}", per_key <= 40)
+
+    row("Rust FFI wrapper vs pure-Rust index", "≥ 5×", "see rust-example/README.md", "", None,
+        "measured by the Rust benchmark (cargo bench), not by this suite")
+    row("FFI overhead of one check_pages call", "< 2%", "see rust-example/README.md", "", None,
+        "measured by the Rust benchmark (cargo bench), not by this suite")
+
+    # 6. Decode + apply.
+    rate = r.counter("ingest/decode_apply/batch:64/keys:1m", "events_per_s")
+    if rate:
+        decode = r.counter("ingest/decode/batch:64", "events_per_s")
+        apply = r.counter("ingest/apply/batch:64/keys:1m", "events_per_s")
+        row("decode + apply, 64-event production batches, 1M-key index", "≥ 1M events/s",
+            f"{fmt(rate / 1e6, 'M')} events/s"
+            f"{r.spread('ingest/decode_apply/batch:64/keys:1m', 'events_per_s', 1e-6, 'M')}",
+            f"{rate / 1e6:.2f}", rate >= 1e6,
+            f"decode alone {fmt((decode or 0) / 1e6, 'M')}/s, apply alone {fmt((apply or 0) / 1e6, 'M')}/s")
+
+    # 7. Live.
+    for hwm in ("0", "1000"):
+        name = f"live/tp8/events:1m/sndhwm:{hwm}"
+        if r.has(name):
+            gaps = r.counter(name, "sequence_gaps")
+            events = r.counter(name, "events")
+            received = r.counter(name, "messages_received")
+            sent = r.counter(name, "published_messages")
+            lost = f"; {int(sent - received):,} of {int(sent):,} messages dropped by the publisher" if received and sent and received < sent else ""
+            row(f"live: sci-publish → loopback TCP → subscriber, 1M events, sndhwm {hwm}",
+                "0 sequence gaps" if hwm == "0" else "(ZeroMQ's default HWM: context)",
+                f"{int(gaps)} gaps, {int(events):,} events applied, {fmt(r.counter(name, 'events_per_s') / 1e3, 'k')} events/s",
+                "", gaps == 0 if hwm == "0" else None,
+                f"publisher {fmt(r.counter(name, 'publisher_events_per_s') / 1e3, 'k')} events/s{lost}")
+
+    # 8. Memory.
+    for name, what in (("memory/keys:10m", "keys only"), ("memory/tp8_pages/keys:10m", "tp8 pages, groups included")):
+        b = r.counter(name, "bytes_per_key")
+        if b:
+            peak = r.counter(name, "peak_bytes_per_key")
+            row(f"memory per present key at 10M keys ({what})", "≤ 48 bytes", fmt(b, " B"), f"{b / 48:.2f}",
+                b <= 48, f"peak during growth {fmt(peak, ' B')}" if peak else "")
+
+    # 9. Latency under a writer.
+    for path, prompts in (("fastpath", "fresh"), ("fastpath", "repeated"), ("exact", "fresh")):
+        name = f"latency/tp8/p169/keys:1m/hits:all/{path}/prompts:{prompts}"
+        ratio = r.counter(name, "p99_ratio")
+        if ratio:
+            row(f"check_pages p99 with a writer vs without ({path}, {prompts} prompts)", "≤ 2×",
+                f"p99 {fmt(r.counter(name, 'p99_writer_us'), ' µs')} vs {fmt(r.counter(name, 'p99_idle_us'), ' µs')}: "
+                f"{ratio:.2f}×", f"{ratio / 2:.2f}", ratio <= 2,
+                f"writer {fmt(r.counter(name, 'writer_events_per_s') / 1e3, 'k')} events/s; "
+                f"p50 {fmt(r.counter(name, 'p50_writer_us'), ' µs')} vs {fmt(r.counter(name, 'p50_idle_us'), ' µs')}")
+
+    # 10. Growth: linear in pages (per-page cost flat across request lengths),
+    # linear in keys per page (exact per-page cost against keys per page is a
+    # line: its slope is the cost of one more key), flat in index size.
+    for path in ("fastpath", "exact"):
+        per_page = [(r.ns(check_pages("tp8", n, path=path)), n) for n in PAGES]
+        per_page = [(t / n, n) for t, n in per_page if t]
+        if len(per_page) >= 2:
+            values = [v for v, _ in per_page]
+            row(f"cost growth: {path} linear in pages (tp8, cost per page)", "flat",
+                ", ".join(f"p{n}: {fmt(v, ' ns')}" for v, n in per_page),
+                f"{max(values) / min(values):.2f} (max/min)", None)
+    points = []
+    for layout in LAYOUTS:
+        name = check_pages(layout, 169, path="exact")
+        t, keys = r.ns(name), r.counter(name, "required_keys")
+        if t and keys:
+            points.append((keys / 169, t / 169))
+    if len(points) >= 3:
+        n = len(points)
+        mx = sum(x for x, _ in points) / n
+        my = sum(y for _, y in points) / n
+        sxx = sum((x - mx) ** 2 for x, _ in points)
+        slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+        intercept = my - slope * mx
+        ss_res = sum((y - (intercept + slope * x)) ** 2 for x, y in points)
+        ss_tot = sum((y - my) ** 2 for _, y in points)
+        r2 = 1 - ss_res / ss_tot if ss_tot else 1
+        row("cost growth: exact linear in keys per page (p169, 5 layouts)", "linear",
+            f"{fmt(intercept, ' ns')} per page + {fmt(slope, ' ns')} per key", f"R² = {r2:.3f}", None,
+            "least-squares line through mla, tp1, pools6, tp8, tp8pp2")
+    for path in ("fastpath", "exact"):
+        times = [(r.ns(check_pages("tp8", 169, size=s, path=path)), s) for s, _ in SIZES]
+        times = [(t, s) for t, s in times if t]
+        if len(times) >= 2:
+            growth = times[-1][0] / times[0][0]
+            row(f"cost growth: {path} against index size", "flat (within cache effects)",
+                ", ".join(f"{s}: {fmt(t / 1e3, ' µs')}" for t, s in times),
+                f"{growth:.2f} ({times[-1][1]}/{times[0][1]})", None)
+
+    out = ["| measure | target | measured | measured / target | verdict | note |", "|---|---|---|---|---|---|"]
+    for measure, target, measured, ratio, verdict, note in rows:
+        out.append(f"| {measure} | {target} | {measured} | {ratio} | {verdict} | {note} |")
+    return "\n".join(out)
+
+
+def plot(r, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.6))
+    colors = {"fastpath": "tab:blue", "exact": "tab:red"}
+    labels = {"fastpath": "fast path (verified groups)", "exact": "exact path (every key checked)"}
+    sha = [t for t in (r.ns(f"sha256/{n}/p169") for n in ("lowlevel", "evp_ctx_reused", "evp_digest", "oneshot")) if t]
+    sha_per_page = min(sha) / 169 if sha else None
+
+    # Against pages (tp8), fresh and repeated prompts.
+    ax = axes[0]
+    for p in ("fastpath", "exact"):
+        for prompts, style, marker in (("fresh", "-", "o"), ("repeated", "--", "s")):
+            pts = [(n, r.ns(check_pages("tp8", n, path=p, prompts=prompts))) for n in PAGES]
+            pts = [(n, t / 1e3) for n, t in pts if t]
+            if pts:
+                ax.plot(*zip(*pts), style, marker=marker, color=colors[p],
+                        label=f"{labels[p]}, {prompts} prompts")
+    if sha_per_page:
+        ax.plot(PAGES, [sha_per_page * n / 1e3 for n in PAGES], "k:", label="SHA-256 of the pages alone (fastest interface)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(PAGES, [str(n) for n in PAGES])
+    ax.set_xlabel("pages per request (64 tokens each)")
+    ax.set_ylabel("µs per check_pages call")
+    ax.set_title("tp8, 1M keys, all pages hit")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+
+    # Against keys per page (p169).
+    ax = axes[1]
+    for p in ("fastpath", "exact"):
+        for prompts, style in (("fresh", "-"),):
+            pts = []
+            for layout in LAYOUTS:
+                name = check_pages(layout, 169, path=p, prompts=prompts)
+                t, keys = r.ns(name), r.counter(name, "required_keys")
+                if t and keys:
+                    pts.append((keys / 169, t / 1e3, layout))
+            pts.sort()
+            if pts:
+                ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], style, marker="o", color=colors[p],
+                        label=f"{labels[p]}, fresh prompts")
+                if p == "exact":  # the fast path's points are the same layouts, in the same places
+                    offsets = {"mla": (-8, 9), "tp1": (7, -2), "pools6": (-14, 8), "tp8": (-24, 6), "tp8pp2": (-34, 4)}
+                    for x, y, layout in pts:
+                        ax.annotate(layout, (x, y), textcoords="offset points", xytext=offsets.get(layout, (4, 4)),
+                                    fontsize=8, color=colors[p])
+    rep = check_pages("tp8", 169, path="exact", prompts="repeated")
+    if r.ns(rep):
+        ax.plot([16], [r.ns(rep) / 1e3], "x", color=colors["exact"], markersize=9, label="tp8 exact, repeated prompt (memo)")
+    if sha_per_page:
+        ax.axhline(sha_per_page * 169 / 1e3, color="k", linestyle=":", label="SHA-256 of 169 pages alone")
+    ax.set_xticks([1, 2, 5, 16, 32], ["1", "2", "5", "16", "32"])
+    ax.set_xlim(0, 34)
+    ax.set_xlabel("keys per page (layout)")
+    ax.set_ylabel("µs per check_pages call")
+    ax.set_ylim(bottom=0)
+    ax.set_title("169 pages, 1M keys, all pages hit (mla, tp1, pools6, tp8, tp8pp2)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+
+    # Against index size.
+    ax = axes[2]
+    for p in ("fastpath", "exact"):
+        pts = [(n, r.ns(check_pages("tp8", 169, size=s, path=p))) for s, n in SIZES]
+        pts = [(n, t / 1e3) for n, t in pts if t]
+        if pts:
+            ax.plot(*zip(*pts), "-", marker="o", color=colors[p], label=f"{labels[p]}, fresh prompts")
+    if sha_per_page:
+        ax.axhline(sha_per_page * 169 / 1e3, color="k", linestyle=":", label="SHA-256 of 169 pages alone")
+    ax.set_xscale("log")
+    ax.set_xticks([n for _, n in SIZES], [s for s, _ in SIZES])
+    ax.set_xlabel("present keys in the index")
+    ax.set_ylabel("µs per check_pages call")
+    ax.set_ylim(bottom=0)
+    ax.set_title("tp8, 169 pages, all pages hit")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="lower right")
+
+    fig.suptitle(f"check_pages cost per request ({r.clock.upper()} time per call)", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("json", nargs="+", help="Google Benchmark JSON files")
+    parser.add_argument("--png", default="bench/check_pages.png", help="where to write the plot ('' for none)")
+    parser.add_argument("--time", choices=("cpu", "real"), default="cpu", help="which clock to report")
+    args = parser.parse_args()
+    runs, context, repetitions = load(args.json)
+    results = Results(runs, args.time, repetitions)
+    if args.png:
+        plot(results, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    if context:
+        print(f"<!-- {context.get('date', '')}, {context.get('num_cpus', '?')} CPUs at "
+              f"{context.get('mhz_per_cpu', '?')} MHz, load average {context.get('load_avg', '?')} -->")
+    print(targets_table(results))
+
+
+if __name__ == "__main__":
+    main()

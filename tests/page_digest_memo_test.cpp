@@ -1,0 +1,197 @@
+// The page digest memo: a digest served from it is the digest SHA-256 gives
+// for the same page input, whatever the prompts, prefixes, eagle mode,
+// slot collisions and clears; repeated prefixes are served without
+// rehashing; each thread has its own. References come from the hasher
+// without a memo (itself pinned to an independent libcrypto interface by
+// page_hash_test).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index.h"
+#include "layout.h"
+#include "page_hash.h"
+#include "page_query.h"
+
+namespace sci {
+namespace {
+
+constexpr uint32_t kPage = 16;
+
+std::vector<uint32_t> Prompt(uint32_t first, size_t pages, uint32_t page_size = kPage, bool eagle = false) {
+  std::vector<uint32_t> tokens(pages * page_size + (eagle ? 1 : 0));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = first + static_cast<uint32_t>(i * 2654435761u);
+  return tokens;
+}
+
+// Every page hash of `tokens` through `memo`.
+std::vector<std::string> MemoHex(const std::vector<uint32_t>& tokens, PageDigestMemo& memo,
+                                 uint32_t page_size = kPage, bool eagle = false) {
+  PageHasher hasher(tokens, page_size, eagle, &memo);
+  std::vector<std::string> hashes;
+  for (size_t i = 0; i < hasher.pages(); ++i) {
+    char hex[kPageHashHexLength];
+    ToHex(hasher.Next(), hex);
+    hashes.emplace_back(hex, sizeof hex);
+  }
+  return hashes;
+}
+
+TEST(PageDigestMemo, RepeatedPromptIsServedFromTheMemoWithTheSameDigests) {
+  PageDigestMemo memo;
+  const std::vector<uint32_t> tokens = Prompt(1, 20);
+  const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
+  EXPECT_EQ(MemoHex(tokens, memo), reference);
+  EXPECT_EQ(memo.hits(), 0u);
+  EXPECT_EQ(memo.misses(), 20u);
+  EXPECT_EQ(MemoHex(tokens, memo), reference);
+  EXPECT_EQ(memo.hits(), 20u);
+  EXPECT_EQ(memo.misses(), 20u);
+}
+
+TEST(PageDigestMemo, SharedPrefixIsLookedUpAndTheRestIsHashed) {
+  PageDigestMemo memo;
+  std::vector<uint32_t> first = Prompt(1, 12);
+  std::vector<uint32_t> second = first;
+  for (size_t i = 5 * kPage; i < second.size(); ++i) second[i] += 7;  // pages 5.. differ
+  MemoHex(first, memo);
+  const uint64_t hits_before = memo.hits();
+  EXPECT_EQ(MemoHex(second, memo), PageHashesHex(second, kPage, false));
+  EXPECT_EQ(memo.hits() - hits_before, 5u);
+}
+
+TEST(PageDigestMemo, SameTokensUnderAnotherPrefixAreHashedAfresh) {
+  // Page 1 holds the same tokens in both prompts, after a different page 0:
+  // its SHA-256 input differs (the parent digest), so must its digest.
+  PageDigestMemo memo;
+  std::vector<uint32_t> a = Prompt(1, 2);
+  std::vector<uint32_t> b = a;
+  b[0] += 1;
+  const std::vector<std::string> from_a = MemoHex(a, memo);
+  const std::vector<std::string> from_b = MemoHex(b, memo);
+  EXPECT_EQ(from_b, PageHashesHex(b, kPage, false));
+  EXPECT_NE(from_b[1], from_a[1]);
+  EXPECT_EQ(memo.hits(), 0u);
+}
+
+TEST(PageDigestMemo, EagleAndPlainPagesOfOneMemoKeepTheirOwnDigests) {
+  PageDigestMemo memo;
+  const std::vector<uint32_t> tokens = Prompt(3, 6, kPage, /*eagle=*/true);
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(MemoHex(tokens, memo, kPage, false), PageHashesHex(tokens, kPage, false));
+    EXPECT_EQ(MemoHex(tokens, memo, kPage, true), PageHashesHex(tokens, kPage, true));
+  }
+  EXPECT_GT(memo.hits(), 0u);
+}
+
+TEST(PageDigestMemo, EaglePagesLongerThanTheStagingBufferHitTheMemo) {
+  // 200 bigrams a page: staged in several pieces for both XXH3 and SHA-256.
+  PageDigestMemo memo;
+  const std::vector<uint32_t> tokens = Prompt(9, 3, 200, /*eagle=*/true);
+  const std::vector<std::string> reference = PageHashesHex(tokens, 200, true);
+  EXPECT_EQ(MemoHex(tokens, memo, 200, true), reference);
+  EXPECT_EQ(MemoHex(tokens, memo, 200, true), reference);
+  EXPECT_EQ(memo.hits(), 3u);
+}
+
+TEST(PageDigestMemo, CollidingSlotsOverwriteButNeverMislead) {
+  // One slot for every page: each page evicts the last, and a lookup must
+  // still tell a different page's entry from its own.
+  PageDigestMemo memo(1);
+  ASSERT_EQ(memo.capacity(), 1u);
+  std::vector<std::vector<uint32_t>> prompts;
+  for (uint32_t p = 0; p < 5; ++p) prompts.push_back(Prompt(100 * p + 1, 4));
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& tokens : prompts) EXPECT_EQ(MemoHex(tokens, memo), PageHashesHex(tokens, kPage, false));
+  }
+  EXPECT_EQ(memo.hits(), 0u);  // never the same page twice in a row
+}
+
+TEST(PageDigestMemo, CapacityIsRoundedUpToAPowerOfTwo) {
+  EXPECT_EQ(PageDigestMemo(0).capacity(), 1u);
+  EXPECT_EQ(PageDigestMemo(3).capacity(), 4u);
+  EXPECT_EQ(PageDigestMemo(4096).capacity(), 4096u);
+  EXPECT_EQ(PageDigestMemo().capacity(), PageDigestMemo::kDefaultEntries);
+}
+
+TEST(PageDigestMemo, ClearForgetsEveryEntry) {
+  PageDigestMemo memo;
+  const std::vector<uint32_t> tokens = Prompt(5, 8);
+  MemoHex(tokens, memo);
+  memo.Clear();
+  EXPECT_EQ(MemoHex(tokens, memo), PageHashesHex(tokens, kPage, false));
+  EXPECT_EQ(memo.hits(), 0u);
+  EXPECT_EQ(MemoHex(tokens, memo), PageHashesHex(tokens, kPage, false));
+  EXPECT_EQ(memo.hits(), 8u);
+}
+
+TEST(PageDigestMemo, EachThreadHasItsOwnMemo) {
+  const std::vector<uint32_t> tokens = Prompt(11, 30);
+  const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
+  PageDigestMemo* mine = &PageDigestMemo::ForThisThread();
+  EXPECT_EQ(&PageDigestMemo::ForThisThread(), mine);
+  PageDigestMemo* theirs[2] = {nullptr, nullptr};
+  bool right[2] = {false, false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+      theirs[t] = &memo;
+      bool ok = true;
+      for (int round = 0; round < 50; ++round) ok &= MemoHex(tokens, memo) == reference;
+      right[t] = ok && memo.hits() > 0;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_TRUE(right[0]);
+  EXPECT_TRUE(right[1]);
+  EXPECT_NE(theirs[0], theirs[1]);
+  EXPECT_NE(theirs[0], mine);
+  EXPECT_NE(theirs[1], mine);
+}
+
+TEST(PageDigestMemo, CheckPagesAnswersRepeatedPromptsFromTheThreadMemo) {
+  Index index;
+  LayoutSpec spec;
+  spec.page_size = kPage;
+  spec.tp_size = 2;
+  std::string error;
+  const auto layout = Layout::Create(spec, &error);
+  ASSERT_NE(layout, nullptr) << error;
+  const std::vector<uint32_t> tokens = Prompt(21, 10);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPage, false);
+  std::vector<std::string> keys, groups;
+  for (size_t page = 0; page < hashes.size(); ++page) {
+    for (const std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) {
+      keys.push_back(key);
+      groups.push_back(layout->GroupId(hashes[page]));
+    }
+  }
+  std::vector<Event> events;
+  for (size_t i = 0; i < keys.size(); ++i) events.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, {}});
+  index.ApplyBatch(1, events);
+
+  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  memo.Clear();
+  std::vector<uint8_t> hits(hashes.size());
+  EXPECT_EQ(CheckPages(index, *layout, tokens, kPage, hits).total_hits, 10u);
+  const uint64_t hits_before = memo.hits();
+  EXPECT_EQ(CheckPages(index, *layout, tokens, kPage, hits).total_hits, 10u);
+  EXPECT_EQ(memo.hits() - hits_before, 10u);
+  // A prompt that differs from page 4 on: four pages from the memo, the rest
+  // hashed, and only those four present.
+  std::vector<uint32_t> other = tokens;
+  for (size_t i = 4 * kPage; i < other.size(); ++i) other[i] ^= 1;
+  const uint64_t before_other = memo.hits();
+  const PageQueryResult result = CheckPages(index, *layout, other, kPage, hits);
+  EXPECT_EQ(memo.hits() - before_other, 4u);
+  EXPECT_EQ(result.total_hits, 4u);
+  EXPECT_EQ(result.prefix_hits, 4u);
+}
+
+}  // namespace
+}  // namespace sci
