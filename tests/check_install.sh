@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix and builds a C consumer
 # against it four ways: pkg-config shared / static, find_package shared /
-# static. Each consumer must run and print "consumer OK".
+# static. Each consumer must run and print "consumer OK"; the installed tools
+# must run.
 # Usage: check_install.sh <build-dir> <source-dir>
 set -euo pipefail
 build=$1 src=$2
@@ -12,6 +13,12 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name 'libshared_cache_index.so' | head -1)")
 export PKG_CONFIG_PATH=$libdir/pkgconfig
+
+# The tools are installed and run from the prefix.
+for tool in sci-tail sci-publish; do
+  "$prefix/bin/$tool" --help >/dev/null || { echo "installed $tool does not run"; exit 1; }
+done
+echo "installed tools: sci-tail, sci-publish run"
 
 run() {  # name, binary
   out=$("$2")
