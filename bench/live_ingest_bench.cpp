@@ -26,7 +26,7 @@
 #include <string>
 #include <thread>
 
-#include "child_process.h"
+#include "child_process.h"  // tests/: the tools as child processes
 #include "index.h"
 #include "subscriber.h"
 
@@ -58,7 +58,7 @@ std::string JsonString(const std::string& json, const std::string& field) {
 void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
   const uint64_t expected = prompts * kPagesPerPrompt * kKeysPerPage;
   for (auto _ : state) {
-    auto publisher = ChildProcess::Spawn({SCI_PUBLISH_PATH, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
+    auto publisher = testing::ChildProcess::Spawn({SCI_PUBLISH_PATH, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
                                           "--page-size", "64", "--tp", "8", "--prompts", std::to_string(prompts),
                                           "--pages", std::to_string(kPagesPerPrompt), "--seed", "7",
                                           "--wait-subscribers-ms", "30000", "--linger-ms", "30000", "--sndhwm",
@@ -103,8 +103,7 @@ void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
       std::this_thread::sleep_for(200us);
     }
     subscriber->Stop();
-    int exit_code = -1;
-    if (!publisher->Finish(60s, &exit_code) || exit_code != 0) {
+    if (!publisher->Finish(60s) || publisher->exit_code() != 0) {
       state.SkipWithError(("the publisher failed: " + publisher->err()).c_str());
       return;
     }

@@ -2,12 +2,7 @@
 // them: the publisher's bytes are the encoder's, the tail prints what was
 // published (gaps, duplicates and malformed messages marked), and an SGLang
 // workload lands in a live index page by page.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -25,13 +20,12 @@
 #include "handles.h"
 #include "index.h"
 #include "layout.h"
+#include "child_process.h"
 #include "loopback_publisher.h"
 #include "mooncake_encoder.h"
 #include "page_hash.h"
 #include "shared_cache_index.h"
 #include "subscriber.h"
-
-extern char** environ;
 
 namespace sci {
 namespace {
@@ -46,127 +40,18 @@ using testing::WaitFor;
 const std::string kPublish = std::string(SCI_BINARY_DIR) + "/src/tools/sci-publish";
 const std::string kTail = std::string(SCI_BINARY_DIR) + "/src/tools/sci-tail";
 
-// A child process with its stdin, stdout and stderr on pipes. Every wait is
-// bounded: past its deadline the child is killed and the test fails.
-class Child {
- public:
-  static std::unique_ptr<Child> Spawn(const std::vector<std::string>& args, const std::string& input = {}) {
-    auto child = std::unique_ptr<Child>(new Child());
-    int in[2], out[2], err[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0 || ::pipe(err) != 0) return nullptr;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) posix_spawn_file_actions_addclose(&actions, fd);
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&child->pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(in[0]);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot spawn " << args[0] << ": " << std::strerror(rc);
-      return nullptr;
-    }
-    // The scripts are small: they fit the pipe, so this never blocks.
-    if (!input.empty()) (void)!::write(in[1], input.data(), input.size());
-    ::close(in[1]);
-    child->out_fd_ = out[0];
-    child->err_fd_ = err[0];
-    return child;
+// The tools run as child processes; every wait on them is bounded.
+using Child = testing::ChildProcess;
+
+// A child's stdout as JSON lines.
+std::vector<nlohmann::json> OutLines(const Child& child) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(child.out());
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
   }
-
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) ::close(out_fd_);
-    if (err_fd_ >= 0) ::close(err_fd_);
-  }
-
-  // Reads until stderr holds a whole line; false at the deadline or EOF.
-  bool ReadStderrLine(std::string* line, std::chrono::milliseconds timeout = 20s) {
-    const auto deadline = Clock::now() + timeout;
-    while (true) {
-      if (const size_t nl = err_.find('\n', err_consumed_); nl != std::string::npos) {
-        *line = err_.substr(err_consumed_, nl - err_consumed_);
-        err_consumed_ = nl + 1;
-        return true;
-      }
-      if (!Pump(deadline)) return false;
-    }
-  }
-
-  // Reads both pipes to their end and reaps the child; false (child killed)
-  // if it has not finished by the deadline.
-  bool Finish(std::chrono::milliseconds timeout = 30s) {
-    const auto deadline = Clock::now() + timeout;
-    while (out_fd_ >= 0 || err_fd_ >= 0) {
-      if (!Pump(deadline)) {
-        ADD_FAILURE() << "child " << pid_ << " did not finish in time; killed";
-        return false;
-      }
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return true;
-  }
-
-  pid_t pid() const { return pid_; }
-  int exit_code() const { return exit_code_; }
-  const std::string& out() const { return out_; }
-  const std::string& err() const { return err_; }
-
-  // stdout as JSON lines.
-  std::vector<nlohmann::json> OutLines() const {
-    std::vector<nlohmann::json> lines;
-    std::istringstream in(out_);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-    }
-    return lines;
-  }
-
- private:
-  Child() = default;
-
-  // Waits for output on either pipe and appends it; false at the deadline.
-  bool Pump(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, static_cast<int>(left)) <= 0) return false;
-    ReadInto(fds[0], &out_fd_, &out_);
-    ReadInto(fds[1], &err_fd_, &err_);
-    return true;
-  }
-
-  static void ReadInto(const pollfd& p, int* fd, std::string* sink) {
-    if (*fd < 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) return;
-    char buffer[65536];
-    const ssize_t n = ::read(*fd, buffer, sizeof buffer);
-    if (n > 0) {
-      sink->append(buffer, static_cast<size_t>(n));
-    } else {
-      ::close(*fd);
-      *fd = -1;
-    }
-  }
-
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  int err_fd_ = -1;
-  std::string out_, err_;
-  size_t err_consumed_ = 0;
-  int exit_code_ = -1;
-};
+  return lines;
+}
 
 // A file under the temp directory, removed when the test is done with it.
 class TempFile {
@@ -237,7 +122,7 @@ TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
   ASSERT_NE(publish, nullptr);
   ASSERT_TRUE(publish->Finish());
   ASSERT_EQ(publish->exit_code(), 0) << publish->err();
-  const nlohmann::json summary = publish->OutLines().at(0);
+  const nlohmann::json summary = OutLines(*publish).at(0);
   EXPECT_EQ(summary["messages"], 3);
   EXPECT_EQ(summary["events"], 4);
   EXPECT_EQ(summary["first_sequence"], 1);
@@ -247,7 +132,7 @@ TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
 
   ASSERT_TRUE(tail->Finish());
   ASSERT_EQ(tail->exit_code(), 0) << tail->err();
-  const std::vector<nlohmann::json> lines = tail->OutLines();
+  const std::vector<nlohmann::json> lines = OutLines(*tail);
   ASSERT_EQ(lines.size(), 4u) << tail->out();
 
   EXPECT_EQ(lines[0]["sequence"], 1);
@@ -294,7 +179,7 @@ TEST(Tools, TailMarksDuplicatesAndMalformedMessagesAndEscapesAnyBytes) {
   ASSERT_TRUE(tail->Finish());
   ASSERT_EQ(tail->exit_code(), 0) << tail->err();
 
-  const std::vector<nlohmann::json> lines = tail->OutLines();
+  const std::vector<nlohmann::json> lines = OutLines(*tail);
   ASSERT_EQ(lines.size(), 5u) << tail->out();
   const nlohmann::json& event = lines[0]["events"][0];
   // Lossy text, exact hex: 0xff is not UTF-8.
@@ -320,7 +205,7 @@ TEST(Tools, TailStopsOnSigtermWithItsStats) {
   ASSERT_EQ(::kill(tail->pid(), SIGTERM), 0);
   ASSERT_TRUE(tail->Finish());
   EXPECT_EQ(tail->exit_code(), 0) << tail->err();
-  const std::vector<nlohmann::json> lines = tail->OutLines();
+  const std::vector<nlohmann::json> lines = OutLines(*tail);
   ASSERT_EQ(lines.size(), 1u) << tail->out();
   EXPECT_EQ(lines[0]["stats"]["messages_received"], 0);
 }
@@ -421,7 +306,7 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
 
   ASSERT_TRUE(publish->Finish());
   ASSERT_EQ(publish->exit_code(), 0) << publish->err();
-  const nlohmann::json summary = publish->OutLines().at(0);
+  const nlohmann::json summary = OutLines(*publish).at(0);
   constexpr uint64_t kDistinctPages = 4 + 3 * 6;
   EXPECT_EQ(summary["events"], kDistinctPages * 8);
   EXPECT_EQ(summary["messages"], (kDistinctPages * 8 + 49) / 50);
