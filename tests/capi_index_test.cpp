@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "capi_test_support.h"
 #include "shared_cache_index.h"
 
 namespace {
@@ -18,18 +19,8 @@ sci_event Stored(const char* key, const char* group = "") {
   return sci_event{SCI_EVENT_STORED, S(key), S(group), S(""), S("")};
 }
 
-struct IndexHandle {
-  IndexHandle() { EXPECT_EQ(sci_index_new(nullptr, &index), SCI_OK); }
-  ~IndexHandle() { sci_index_free(index); }
-  sci_index* index = nullptr;
-};
-
-sci_stats Stats(const sci_index* index) {
-  sci_stats stats{};
-  stats.struct_size = sizeof stats;
-  EXPECT_EQ(sci_index_stats(index, &stats), SCI_OK);
-  return stats;
-}
+using sci_test::IndexHandle;
+using sci_test::Stats;
 
 bool Contains(const sci_index* index, const char* key, const char* tenant = "") {
   bool present = false;

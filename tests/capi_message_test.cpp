@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "golden_capture.h"
+#include "capi_test_support.h"
 #include "shared_cache_index.h"
 
 namespace {
@@ -18,18 +19,8 @@ using sci_test::LoadCapture;
 
 sci_str S(const std::string& s) { return sci_str{s.data(), s.size()}; }
 
-struct IndexHandle {
-  IndexHandle() { EXPECT_EQ(sci_index_new(nullptr, &index), SCI_OK); }
-  ~IndexHandle() { sci_index_free(index); }
-  sci_index* index = nullptr;
-};
-
-sci_stats Stats(const sci_index* index) {
-  sci_stats stats{};
-  stats.struct_size = sizeof stats;
-  EXPECT_EQ(sci_index_stats(index, &stats), SCI_OK);
-  return stats;
-}
+using sci_test::IndexHandle;
+using sci_test::Stats;
 
 bool Contains(const sci_index* index, const std::string& tenant, const std::string& key) {
   bool present = false;
