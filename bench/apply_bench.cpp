@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "message_apply.h"
-#include "mooncake_encoder.h"
+#include "wire/message_apply.h"
+#include "encode/mooncake_encoder.h"
 #include "query_fixture.h"
-#include "wire_decoder.h"
+#include "wire/wire_decoder.h"
 
 namespace sci::bench {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "event.h"
-#include "index.h"
+#include "index/event.h"
+#include "index/index.h"
 
 namespace sci::bench {
 

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "page_query.h"
+#include "sglang/page_query.h"
 #include "query_fixture.h"
 
 namespace sci::bench {

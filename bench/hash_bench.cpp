@@ -22,7 +22,7 @@
 #include <cstring>
 #include <vector>
 
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 #include "workloads.h"
 
 namespace sci::bench {

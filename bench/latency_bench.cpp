@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "page_query.h"
+#include "sglang/page_query.h"
 #include "query_fixture.h"
 
 namespace sci::bench {

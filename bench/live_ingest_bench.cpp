@@ -27,8 +27,8 @@
 #include <thread>
 
 #include "child_process.h"  // tests/: the tools as child processes
-#include "index.h"
-#include "subscriber.h"
+#include "index/index.h"
+#include "feed/subscriber.h"
 
 namespace sci::bench {
 namespace {

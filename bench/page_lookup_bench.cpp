@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fingerprint.h"
-#include "page_query.h"
+#include "index/fingerprint.h"
+#include "sglang/page_query.h"
 #include "query_fixture.h"
 
 namespace sci::bench {

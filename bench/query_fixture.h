@@ -21,10 +21,10 @@
 #include <tuple>
 #include <vector>
 
-#include "event.h"
-#include "index.h"
-#include "layout.h"
-#include "page_hash.h"
+#include "index/event.h"
+#include "index/index.h"
+#include "sglang/layout.h"
+#include "sglang/page_hash.h"
 #include "workloads.h"
 
 namespace sci::bench {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "layout.h"
+#include "sglang/layout.h"
 
 namespace sci::bench {
 

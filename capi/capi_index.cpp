@@ -6,8 +6,8 @@
 
 #include "capi_support.h"
 #include "handles.h"
-#include "log.h"
-#include "prometheus_format.h"
+#include "common/log.h"
+#include "common/prometheus_format.h"
 #include "version.h"
 
 using sci::capi::Fail;

@@ -9,9 +9,9 @@
 
 #include "capi_support.h"
 #include "handles.h"
-#include "layout.h"
-#include "page_hash.h"
-#include "page_query.h"
+#include "sglang/layout.h"
+#include "sglang/page_hash.h"
+#include "sglang/page_query.h"
 
 using sci::capi::Fail;
 using sci::capi::Failf;

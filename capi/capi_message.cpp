@@ -1,10 +1,10 @@
 // C thunk for applying one wire message: argument checks and translation
-// only; decoding and applying live in src/message_apply.cpp.
+// only; decoding and applying live in src/wire/message_apply.cpp.
 #include <vector>
 
 #include "capi_support.h"
 #include "handles.h"
-#include "message_apply.h"
+#include "wire/message_apply.h"
 
 using sci::capi::Fail;
 using sci::capi::Failf;

@@ -4,7 +4,7 @@
 
 #include "capi_support.h"
 #include "handles.h"
-#include "subscriber.h"
+#include "feed/subscriber.h"
 
 using sci::capi::Fail;
 using sci::capi::Failf;

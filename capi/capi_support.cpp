@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "log.h"
+#include "common/log.h"
 
 namespace sci::capi {
 namespace {

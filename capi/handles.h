@@ -4,10 +4,10 @@
 #include <memory>
 #include <utility>
 
-#include "index.h"
-#include "layout.h"
+#include "index/index.h"
+#include "sglang/layout.h"
 #include "shared_cache_index.h"
-#include "subscriber.h"
+#include "feed/subscriber.h"
 
 struct sci_index {
   explicit sci_index(sci::IndexOptions options) : impl(options) {}

@@ -22,13 +22,13 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "index.h"
-#include "layout.h"
+#include "index/index.h"
+#include "sglang/layout.h"
 #include "loopback_publisher.h"
-#include "mooncake_encoder.h"
-#include "page_hash.h"
-#include "page_query.h"
-#include "subscriber.h"
+#include "encode/mooncake_encoder.h"
+#include "sglang/page_hash.h"
+#include "sglang/page_query.h"
+#include "feed/subscriber.h"
 
 // Sanitizer runtimes keep freed memory in quarantine and map shadow memory:
 // there RSS says nothing about leaks (LeakSanitizer checks those instead).

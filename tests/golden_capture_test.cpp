@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "golden_capture.h"
-#include "index.h"
-#include "message_apply.h"
-#include "wire_decoder.h"
+#include "index/index.h"
+#include "wire/message_apply.h"
+#include "wire/wire_decoder.h"
 
 namespace sci {
 namespace {

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "golden_capture.h"
-#include "index.h"
-#include "message_apply.h"
-#include "mooncake_encoder.h"
-#include "wire_decoder.h"
+#include "index/index.h"
+#include "wire/message_apply.h"
+#include "encode/mooncake_encoder.h"
+#include "wire/wire_decoder.h"
 
 // ---- allocation accounting: this test binary replaces global new/delete ----
 

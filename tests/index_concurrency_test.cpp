@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "index.h"
+#include "index/index.h"
 
 namespace sci {
 namespace {

@@ -37,12 +37,12 @@
 #include <thread>
 #include <vector>
 
-#include "index.h"
-#include "layout.h"
-#include "message_apply.h"
-#include "mooncake_encoder.h"
-#include "page_hash.h"
-#include "page_query.h"
+#include "index/index.h"
+#include "sglang/layout.h"
+#include "wire/message_apply.h"
+#include "encode/mooncake_encoder.h"
+#include "sglang/page_hash.h"
+#include "sglang/page_query.h"
 
 namespace sci {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "index.h"
+#include "index/index.h"
 
 namespace sci {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layout.h"
+#include "sglang/layout.h"
 
 namespace sci {
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "mooncake_encoder.h"
-#include "mooncake_event.h"
+#include "encode/mooncake_encoder.h"
+#include "wire/mooncake_event.h"
 
 namespace sci::testing {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "golden_capture.h"
-#include "mooncake_encoder.h"
-#include "wire_decoder.h"
+#include "encode/mooncake_encoder.h"
+#include "wire/wire_decoder.h"
 
 namespace sci {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 
 namespace sci {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 
 namespace sci {
 namespace {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "index.h"
-#include "layout.h"
-#include "page_hash.h"
-#include "page_query.h"
+#include "index/index.h"
+#include "sglang/layout.h"
+#include "sglang/page_hash.h"
+#include "sglang/page_query.h"
 
 namespace sci {
 namespace {

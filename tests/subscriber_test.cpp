@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
-#include "index.h"
-#include "log.h"
+#include "index/index.h"
+#include "common/log.h"
 #include "loopback_publisher.h"
 #include "shared_cache_index.h"
-#include "subscriber.h"
+#include "feed/subscriber.h"
 
 namespace sci {
 namespace {

@@ -18,14 +18,14 @@
 #include <zmq.hpp>
 
 #include "handles.h"
-#include "index.h"
-#include "layout.h"
+#include "index/index.h"
+#include "sglang/layout.h"
 #include "child_process.h"
 #include "loopback_publisher.h"
-#include "mooncake_encoder.h"
-#include "page_hash.h"
+#include "encode/mooncake_encoder.h"
+#include "sglang/page_hash.h"
 #include "shared_cache_index.h"
-#include "subscriber.h"
+#include "feed/subscriber.h"
 
 namespace sci {
 namespace {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "index.h"
-#include "log.h"
-#include "message_apply.h"
-#include "mooncake_encoder.h"
-#include "wire_decoder.h"
+#include "index/index.h"
+#include "common/log.h"
+#include "wire/message_apply.h"
+#include "encode/mooncake_encoder.h"
+#include "wire/wire_decoder.h"
 
 namespace sci {
 namespace {

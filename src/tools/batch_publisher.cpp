@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "mooncake_encoder.h"
+#include "encode/mooncake_encoder.h"
 
 namespace sci::tools {
 

@@ -17,7 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "mooncake_event.h"
+#include "wire/mooncake_event.h"
 #include "publish_script.h"
 
 namespace sci::tools {

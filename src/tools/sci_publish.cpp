@@ -17,7 +17,7 @@
 #include "batch_publisher.h"
 #include "command_line.h"
 #include "json_writer.h"
-#include "layout.h"
+#include "sglang/layout.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
 #include "stop_signal.h"

@@ -12,12 +12,12 @@
 #include <zmq.hpp>
 
 #include "command_line.h"
-#include "index.h"
+#include "index/index.h"
 #include "json_writer.h"
-#include "message_apply.h"
+#include "wire/message_apply.h"
 #include "stats_json.h"
 #include "stop_signal.h"
-#include "wire_decoder.h"
+#include "wire/wire_decoder.h"
 
 namespace sci::tools {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "text.h"
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 
 namespace sci::tools {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "command_line.h"
-#include "layout.h"
+#include "sglang/layout.h"
 #include "publish_script.h"
 
 namespace sci::tools {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "json_writer.h"
-#include "stats.h"
+#include "index/stats.h"
 
 namespace sci::tools {
 

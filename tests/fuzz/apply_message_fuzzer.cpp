@@ -22,10 +22,10 @@
 
 #include "fuzz_check.h"
 #include "handles.h"
-#include "index.h"
-#include "layout.h"
+#include "index/index.h"
+#include "sglang/layout.h"
 #include "multipart_input.h"
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 #include "shared_cache_index.h"
 
 namespace sci::fuzz {

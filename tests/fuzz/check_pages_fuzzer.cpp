@@ -27,8 +27,8 @@
 #include "fuzz_check.h"
 #include "fuzz_input.h"
 #include "handles.h"
-#include "layout.h"
-#include "page_hash.h"
+#include "sglang/layout.h"
+#include "sglang/page_hash.h"
 #include "shared_cache_index.h"
 
 namespace sci::fuzz {

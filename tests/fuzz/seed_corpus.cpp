@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "mooncake_encoder.h"
+#include "encode/mooncake_encoder.h"
 #include "multipart_input.h"
 
 namespace {

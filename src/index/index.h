@@ -26,10 +26,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "event.h"
-#include "fingerprint.h"
-#include "rw_lock.h"
-#include "stats.h"
+#include "index/event.h"
+#include "index/fingerprint.h"
+#include "index/rw_lock.h"
+#include "index/stats.h"
 
 namespace sci {
 

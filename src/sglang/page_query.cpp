@@ -1,11 +1,11 @@
-#include "page_query.h"
+#include "sglang/page_query.h"
 
 #include <cstring>
 #include <stdexcept>
 
-#include "fingerprint.h"
-#include "log.h"
-#include "page_hash.h"
+#include "index/fingerprint.h"
+#include "common/log.h"
+#include "sglang/page_hash.h"
 
 namespace sci {
 namespace {

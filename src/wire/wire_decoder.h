@@ -45,8 +45,8 @@
 #include <string_view>
 #include <vector>
 
-#include "event.h"
-#include "mooncake_event.h"
+#include "index/event.h"
+#include "wire/mooncake_event.h"
 
 namespace sci {
 

@@ -1,4 +1,4 @@
-#include "prometheus_format.h"
+#include "common/prometheus_format.h"
 
 #include <cstdint>
 

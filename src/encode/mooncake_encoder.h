@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "mooncake_event.h"
+#include "wire/mooncake_event.h"
 
 namespace sci {
 

@@ -1,4 +1,4 @@
-#include "page_hash.h"
+#include "sglang/page_hash.h"
 
 #include <bit>
 #include <cstring>

@@ -32,7 +32,7 @@
 #include <string>
 #include <thread>
 
-#include "index.h"
+#include "index/index.h"
 
 namespace sci {
 

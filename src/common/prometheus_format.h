@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "stats.h"
+#include "index/stats.h"
 
 namespace sci {
 

@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "index.h"
-#include "wire_decoder.h"
+#include "index/index.h"
+#include "wire/wire_decoder.h"
 
 namespace sci {
 

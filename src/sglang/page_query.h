@@ -25,8 +25,8 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
-#include "index.h"
-#include "layout.h"
+#include "index/index.h"
+#include "sglang/layout.h"
 
 namespace sci {
 

@@ -1,6 +1,6 @@
-#include "message_apply.h"
+#include "wire/message_apply.h"
 
-#include "log.h"
+#include "common/log.h"
 
 namespace sci {
 

@@ -1,4 +1,4 @@
-#include "subscriber.h"
+#include "feed/subscriber.h"
 
 #include <zmq.h>
 
@@ -16,9 +16,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
-#include "log.h"
-#include "message_apply.h"
-#include "wire_decoder.h"
+#include "common/log.h"
+#include "wire/message_apply.h"
+#include "wire/wire_decoder.h"
 
 namespace sci {
 namespace {

@@ -1,4 +1,4 @@
-#include "mooncake_encoder.h"
+#include "encode/mooncake_encoder.h"
 
 #include <charconv>
 #include <stdexcept>

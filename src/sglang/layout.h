@@ -36,9 +36,9 @@
 #include <string_view>
 #include <vector>
 
-#include "fingerprint.h"
-#include "index.h"
-#include "page_hash.h"
+#include "index/fingerprint.h"
+#include "index/index.h"
+#include "sglang/page_hash.h"
 
 namespace sci {
 

@@ -1,4 +1,4 @@
-#include "layout.h"
+#include "sglang/layout.h"
 
 #include <algorithm>
 #include <initializer_list>

@@ -1,11 +1,11 @@
-#include "wire_decoder.h"
+#include "wire/wire_decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
 #include "absl/strings/str_format.h"
-#include "msgpack_view.h"
+#include "wire/msgpack_view.h"
 
 namespace sci {
 namespace {

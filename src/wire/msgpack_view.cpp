@@ -1,4 +1,4 @@
-#include "msgpack_view.h"
+#include "wire/msgpack_view.h"
 
 #include <bit>
 #include <cstring>

@@ -1,8 +1,8 @@
-#include "index.h"
+#include "index/index.h"
 
 #include <new>
 
-#include "log.h"
+#include "common/log.h"
 
 namespace sci {
 namespace {
