@@ -48,7 +48,7 @@ work=$build/fuzz-work/$harness
 artifacts=$build/fuzz-artifacts/$harness
 rm -rf "$build/fuzz-seeds"
 "$build/tests/fuzz/fuzz_seed_corpus" "$build/fuzz-seeds/apply_message_fuzzer" \
-  "$build/fuzz-seeds/check_pages_fuzzer" "$root/../shared/testdata/mooncake-publisher"
+  "$build/fuzz-seeds/check_pages_fuzzer" "$root/testdata/mooncake-publisher"
 mkdir -p "$corpus" "$work" "$artifacts"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1

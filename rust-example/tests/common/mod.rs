@@ -204,13 +204,13 @@ impl XorShift {
 }
 
 /// Golden captures of the real Mooncake publisher (`SCI_TESTDATA_DIR`, else
-/// `shared/testdata/mooncake-publisher` beside the checkout).
+/// the repository's `testdata/mooncake-publisher`).
 pub fn testdata_dir() -> PathBuf {
     std::env::var_os("SCI_TESTDATA_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../shared/testdata/mooncake-publisher")
+                .join("../testdata/mooncake-publisher")
         })
 }
 
