@@ -144,7 +144,14 @@ sci_status sci_index_apply_events(sci_index *index, uint64_t sequence,
  * object key, that key is dropped (its state is unknown: a miss, never a
  * stale hit). Returns SCI_ERR_INVALID_ARGUMENT (not counted) when `index`
  * is NULL, `frames` is NULL with n_frames > 0, or a frame has a NULL
- * pointer with a non-zero length; an empty frame may have a NULL pointer. */
+ * pointer with a non-zero length; an empty frame may have a NULL pointer.
+ * Sequence rules as for sci_index_apply_events, with one addition for the
+ * Mooncake production format, whose publisher signals a loss one batch
+ * early (docs/index-semantics.md): the batch that begins a run (it reveals
+ * a gap or a restart, or is the first after a clear or on a new index),
+ * unless its sequence is 1, applies only its removals and all-cleared
+ * events; its stored events are withheld and counted in stores_withheld.
+ * Mooncake v1 and engine messages keep the plain rules. */
 sci_status sci_index_apply_message(sci_index *index, const sci_bytes *frames,
                                    size_t n_frames);
 
@@ -321,6 +328,14 @@ typedef struct sci_stats {
     uint64_t pages_checked;      /* pages examined by page queries */
     uint64_t page_hits;          /* pages found fully present */
     uint64_t fast_path_hits;     /* page hits answered by a verified group */
+    /* Added in 1.1 (read or written only when struct_size covers them). */
+    uint64_t resyncs;            /* snapshots loaded and caught up with the stream */
+    uint64_t resync_failures;    /* downloads failed, timed out, malformed, or aborted by a gap/overflow */
+    uint64_t snapshot_keys;      /* keys loaded by the last completed resync */
+    bool resyncing;              /* gauge: a resync is under way (queries answer miss) */
+    uint64_t leader_changes;     /* new leader views followed (etcd) */
+    uint64_t stores_withheld;    /* stored events not applied: their Mooncake batch began a run
+                                    right after a possible loss (docs/index-semantics.md) */
 } sci_stats;
 
 /* Fills `stats` with a snapshot of the counters. Each counter is read

@@ -3,6 +3,7 @@
 // nothing when it does.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -188,7 +189,8 @@ TEST(CapiStats, RejectsNullAndTooSmallStructSize) {
   EXPECT_EQ(sci_index_stats(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sci_index_stats(h.index, nullptr), SCI_ERR_INVALID_ARGUMENT);
   EXPECT_STREQ(sci_last_error(), "sci_index_stats: stats is NULL");
-  for (uint32_t size : {0u, 8u, static_cast<uint32_t>(sizeof(sci_stats) - 8)}) {
+  // Too small: short of release 1.0's last field (fast_path_hits).
+  for (uint32_t size : {0u, 8u, static_cast<uint32_t>(offsetof(sci_stats, fast_path_hits) + 7)}) {
     sci_stats stats;
     std::memset(&stats, 0xAB, sizeof stats);
     stats.struct_size = size;
@@ -211,6 +213,20 @@ TEST(CapiStats, WritesNoMoreThanTheCallersStructAndZeroesUnknownTail) {
   EXPECT_EQ(stats.v1.keys, 0u);
   EXPECT_EQ(stats.future[0], 0u);
   EXPECT_EQ(stats.future[1], 0u);
+}
+
+// A caller compiled against 1.0 knows the struct up to fast_path_hits: it
+// gets those fields, and not one byte past them.
+TEST(CapiStats, ACallerOfRelease10GetsItsFieldsAndNothingBeyond) {
+  IndexHandle h;
+  const size_t v10_size = offsetof(sci_stats, fast_path_hits) + sizeof(uint64_t);
+  sci_stats stats;
+  std::memset(&stats, 0xCD, sizeof stats);
+  stats.struct_size = static_cast<uint32_t>(v10_size);
+  ASSERT_EQ(sci_index_stats(h.index, &stats), SCI_OK);
+  EXPECT_EQ(stats.fast_path_hits, 0u);
+  const unsigned char* tail = reinterpret_cast<const unsigned char*>(&stats) + v10_size;
+  for (size_t i = 0; i < sizeof stats - v10_size; ++i) EXPECT_EQ(tail[i], 0xCD) << "byte " << v10_size + i;
 }
 
 struct LogCapture {

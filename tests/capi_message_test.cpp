@@ -71,6 +71,37 @@ TEST(CapiApplyMessage, GoldenOverflowCountsItsGapsAndBurstItsKeys) {
   for (const GoldenMessage& message : LoadCapture("burst")) ASSERT_EQ(Apply(burst.index, message), SCI_OK);
   EXPECT_EQ(Stats(overflow.index).sequence_gaps, 25u);
   EXPECT_EQ(Stats(burst.index).keys, 1000u);
+  // Every overflow batch but the last begins a run after a gap (8 stores each).
+  EXPECT_EQ(Stats(overflow.index).stores_withheld, 26u * 8u);
+  EXPECT_EQ(Stats(overflow.index).keys, 8u);
+  EXPECT_EQ(Stats(burst.index).stores_withheld, 0u);  // starts at sequence 1
+}
+
+TEST(CapiApplyMessage, GoldenDisplacedGapWithholdsTheStoresOfEachRunsFirstBatch) {
+  IndexHandle h;
+  for (const GoldenMessage& message : LoadCapture("displaced-gap")) {
+    ASSERT_EQ(Apply(h.index, message), SCI_OK) << sci_last_error();
+  }
+  const sci_stats stats = Stats(h.index);
+  EXPECT_EQ(stats.stores_withheld, 64u);
+  EXPECT_EQ(stats.sequence_gaps, 1u);
+  EXPECT_EQ(stats.keys, 35u);
+  // The counters of the subscriber's resync are there, at zero.
+  EXPECT_EQ(stats.resyncs, 0u);
+  EXPECT_EQ(stats.resync_failures, 0u);
+  EXPECT_EQ(stats.snapshot_keys, 0u);
+  EXPECT_FALSE(stats.resyncing);
+  EXPECT_EQ(stats.leader_changes, 0u);
+}
+
+// The same events through sci_index_apply_events keep the plain rules.
+TEST(CapiApplyMessage, EventsFedByHandAreNeverWithheld) {
+  IndexHandle h;
+  const std::string key = "k";
+  const sci_event stored{SCI_EVENT_STORED, S(key), {}, {}, {}};
+  ASSERT_EQ(sci_index_apply_events(h.index, 7, &stored, 1), SCI_OK);
+  EXPECT_TRUE(Contains(h.index, "", key));
+  EXPECT_EQ(Stats(h.index).stores_withheld, 0u);
 }
 
 TEST(CapiApplyMessage, MalformedReturnsDecodeIsCountedAndChangesNothing) {

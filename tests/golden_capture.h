@@ -66,6 +66,13 @@ inline std::vector<std::string> LoadExpectedLines(const std::string& capture) {
   return lines;
 }
 
-inline const std::array<const char*, 3> kCaptures = {"basic", "burst", "overflow"};
+// A capture's name as a test name: GoogleTest allows letters, digits and '_'.
+inline std::string CaptureTestName(const char* capture) {
+  std::string name = capture;
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
+inline const std::array<const char*, 4> kCaptures = {"basic", "burst", "overflow", "displaced-gap"};
 
 }  // namespace sci_test

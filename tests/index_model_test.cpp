@@ -2,7 +2,8 @@
 // for clarity (plain sets, the rules of index-semantics.md line by line) and
 // random streams of batches with gaps, duplicates, restarts, stored/removed
 // with and without groups (and with the wrong group), several tenants and
-// all-cleared events.
+// all-cleared events, under the plain rules and the production format's
+// (stores of a run's first batch withheld).
 //
 //   - Index level: after every step the index agrees with the model, and no
 //     verified group lacks a key the model does not have.
@@ -54,7 +55,7 @@ struct Model {
   std::set<std::pair<std::string, std::string>> groups;
   bool has_sequence = false;
   uint64_t last_sequence = 0;
-  uint64_t gaps = 0, duplicates = 0;
+  uint64_t gaps = 0, duplicates = 0, stores_withheld = 0;
 
   static std::string Tenant(std::string_view t) { return t.empty() ? "default" : std::string(t); }
 
@@ -64,16 +65,25 @@ struct Model {
     has_sequence = false;
   }
 
-  void ApplyBatch(uint64_t s, const std::vector<Event>& events) {
+  // `production`: the batch came as a Mooncake production-format message,
+  // whose run-beginning batch (gap, restart, or first after a clear) applies
+  // only its removals and all-cleared events unless its sequence is 1.
+  void ApplyBatch(uint64_t s, const std::vector<Event>& events, bool production = false) {
     if (has_sequence && s == last_sequence) {
       ++duplicates;
       return;
     }
-    if (has_sequence && s != last_sequence + 1) {
+    const bool gap = has_sequence && s != last_sequence + 1;
+    const bool withhold_stores = production && (gap || !has_sequence) && s != 1;
+    if (gap) {
       ++gaps;
       Clear();
     }
     for (const Event& e : events) {
+      if (withhold_stores && e.kind == EventKind::kStored && !e.object_key.empty()) {
+        ++stores_withheld;
+        continue;
+      }
       if (e.kind == EventKind::kAllCleared) {
         Clear();
         continue;
@@ -193,6 +203,7 @@ void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint6
   }
   ASSERT_EQ(s.sequence_gaps, model.gaps) << "seed " << seed << " step " << step;
   ASSERT_EQ(s.duplicate_batches, model.duplicates) << "seed " << seed << " step " << step;
+  ASSERT_EQ(s.stores_withheld, model.stores_withheld) << "seed " << seed << " step " << step;
   if (exact) {
     ASSERT_EQ(s.keys, model.keys.size()) << "seed " << seed << " step " << step;
     ASSERT_EQ(s.groups, model.groups.size()) << "seed " << seed << " step " << step;
@@ -211,8 +222,10 @@ void RunStream(uint64_t seed, int steps, uint64_t max_entries) {
     } else {
       const uint64_t s = stream.NextSequence(model);
       const std::vector<Event> batch = stream.NextBatch();
-      index.ApplyBatch(s, batch);
-      model.ApplyBatch(s, batch);
+      // Half the batches under the production format's rules.
+      const bool production = stream.Chance(50);
+      index.ApplyBatch(s, batch, production ? SequenceRules::kMooncakeProduction : SequenceRules::kPlain);
+      model.ApplyBatch(s, batch, production);
     }
     // Queries under two layouts, so verifications made by one are offered to the other.
     for (int q = 0; q < 3; ++q) {
@@ -528,6 +541,7 @@ void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, c
   }
   ASSERT_EQ(s.sequence_gaps, model.gaps) << where;
   ASSERT_EQ(s.duplicate_batches, model.duplicates) << where;
+  ASSERT_EQ(s.stores_withheld, model.stores_withheld) << where;
   if (exact) {
     ASSERT_EQ(s.keys, model.keys.size()) << where;
     ASSERT_EQ(s.groups, model.groups.size()) << where;
@@ -580,12 +594,13 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
         Encode(batch, &m);
         m.frames = {EncodedMessage::Bytes(m.topic), m.sequence, EncodedMessage::Bytes(m.payload)};
         ASSERT_TRUE(ApplyMessage(index, m.frames, scratch, nullptr)) << where;
+        model.ApplyBatch(batch.sequence, batch.events, /*production=*/true);
         ++run.messages;
       } else {
         index.ApplyBatch(batch.sequence, batch.events);
+        model.ApplyBatch(batch.sequence, batch.events);
         ++run.batches;
       }
-      model.ApplyBatch(batch.sequence, batch.events);
     }
     const bool exact = index.GetStats().capacity_refusals == 0;
     // Two queries per step, so a verification made by the first meets the
@@ -766,10 +781,11 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
           Encode(batch, &m);
           m.frames = {EncodedMessage::Bytes(m.topic), m.sequence, EncodedMessage::Bytes(m.payload)};
           ASSERT_TRUE(ApplyMessage(index, m.frames, scratch, nullptr));
+          model.ApplyBatch(batch.sequence, batch.events, /*production=*/true);
         } else {
           index.ApplyBatch(batch.sequence, batch.events);
+          model.ApplyBatch(batch.sequence, batch.events);
         }
-        model.ApplyBatch(batch.sequence, batch.events);
       }
       for (size_t id = 0; id < u.keys().size(); ++id) {
         if (!model.Has(u.keys()[id].tenant, u.keys()[id].key)) witness.PublishAbsent(id);

@@ -45,7 +45,7 @@ TEST_P(EncoderRoundTrip, ReencodingEveryGoldenMessageReproducesAllThreeFrames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCaptures, EncoderRoundTrip, ::testing::ValuesIn(sci_test::kCaptures),
-                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& info) { return sci_test::CaptureTestName(info.param); });
 
 TEST(MooncakeEncoder, FullDecodingRecoversTheFieldsTheIndexDoesNotNeed) {
   const std::vector<GoldenMessage> basic = LoadCapture("basic");

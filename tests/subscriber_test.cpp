@@ -76,12 +76,18 @@ std::map<std::pair<std::string, std::string>, bool> ExpectedPresence(const std::
     const nlohmann::json message = nlohmann::json::parse(line);
     const uint64_t sequence = message["sequence"].get<uint64_t>();
     if (last && sequence == *last) continue;
-    if (last && sequence != *last + 1) {
+    const bool gap = last && sequence != *last + 1;
+    if (gap) {
       for (auto& [key, is_present] : present) is_present = false;
     }
+    // The batch that begins a run applies only its removals, unless it is a
+    // publisher's first (the Mooncake publisher's early gap signal).
+    const bool withhold_stores = (gap || !last) && sequence != 1;
     for (const auto& event : message["events"]) {
       const std::string tenant = event["tenant_id"].is_string() ? event["tenant_id"].get<std::string>() : "default";
-      present[{tenant, event["object_key"].get<std::string>()}] = event["event_type"] == "stored";
+      bool& is_present = present[{tenant, event["object_key"].get<std::string>()}];
+      if (event["event_type"] == "removed") is_present = false;
+      if (event["event_type"] == "stored" && !withhold_stores) is_present = true;
     }
     last = sequence;
   }
@@ -171,6 +177,15 @@ TEST_F(SubscriberTest, GoldenOverflowReplayKeepsOnlyWhatFollowsTheLastGap) {
   EXPECT_EQ(stats().sequence_gaps, 25u);
 }
 
+// The real publisher's loss signalled one batch early: the removals lost
+// after the gap's batch must not leave its stores behind as false hits.
+TEST_F(SubscriberTest, GoldenDisplacedGapReplayHoldsNoRemovedKey) {
+  ReplayGolden("displaced-gap", /*over_tcp=*/true);
+  EXPECT_EQ(stats().sequence_gaps, 1u);
+  EXPECT_EQ(stats().stores_withheld, 64u);
+  EXPECT_EQ(stats().keys, 35u);
+}
+
 // ---- sequence rules over the wire ----
 
 TEST_F(SubscriberTest, PublisherRestartClearsTheIndex) {
@@ -208,8 +223,14 @@ TEST_F(SubscriberTest, DroppedBatchClearsTheIndex) {
   ASSERT_TRUE(AwaitLastSequence(4));
   EXPECT_FALSE(Has("a"));
   EXPECT_FALSE(Has("b"));
-  EXPECT_TRUE(Has("d"));
+  // The batch revealing the gap may precede events lost after it: its stores are withheld.
+  EXPECT_FALSE(Has("d"));
+  EXPECT_EQ(stats().stores_withheld, 1u);
   EXPECT_EQ(stats().sequence_gaps, 1u);
+  const MooncakeEvent five[] = {StoredEvent(5, "e")};
+  publisher.SendBatch(5, five);
+  ASSERT_TRUE(AwaitLastSequence(5));
+  EXPECT_TRUE(Has("e"));
   EXPECT_EQ(stats().keys, 1u);
 }
 
@@ -314,9 +335,12 @@ TEST_F(SubscriberTest, AfterAStaleClearNewMessagesAreAcceptedAtAnySequence) {
 
   publisher = ConnectedPublisher(bound);
   const MooncakeEvent nine[] = {StoredEvent(2, "b")};
+  const MooncakeEvent ten[] = {StoredEvent(3, "c")};
   publisher->SendBatch(9, nine);
-  ASSERT_TRUE(AwaitLastSequence(9));
-  EXPECT_TRUE(Has("b"));
+  publisher->SendBatch(10, ten);
+  ASSERT_TRUE(AwaitLastSequence(10));
+  EXPECT_FALSE(Has("b"));  // the first batch after a clear begins a run: its stores are withheld
+  EXPECT_TRUE(Has("c"));
   EXPECT_FALSE(Has("a"));
   EXPECT_EQ(stats().sequence_gaps, 0u);  // the cursor was reset by the clear
   EXPECT_EQ(stats().clears, 1u);
@@ -362,10 +386,13 @@ TEST_F(SubscriberTest, ReconnectThatLostMessagesClearsAtTheNextMessage) {
   publisher->Close();
   publisher = ConnectedPublisher(endpoint);
   const MooncakeEvent three[] = {StoredEvent(3, "c")};  // 2 went out while we were away
+  const MooncakeEvent four[] = {StoredEvent(4, "d")};
   publisher->SendBatch(3, three);
-  ASSERT_TRUE(AwaitLastSequence(3));
+  publisher->SendBatch(4, four);
+  ASSERT_TRUE(AwaitLastSequence(4));
   EXPECT_FALSE(Has("a"));
-  EXPECT_TRUE(Has("c"));
+  EXPECT_FALSE(Has("c"));  // withheld: batch 3 revealed the gap
+  EXPECT_TRUE(Has("d"));
   EXPECT_EQ(stats().sequence_gaps, 1u);
 }
 

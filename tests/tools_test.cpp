@@ -154,11 +154,15 @@ TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
   EXPECT_EQ(lines[2]["sequence"], 6);
   EXPECT_EQ(lines[2]["gap"], true);
   EXPECT_EQ(lines[2]["events"][0]["tenant_id"], "tenant-a");
+  // The batch that revealed the gap may precede the lost events: its store is withheld.
+  EXPECT_EQ(lines[2]["stores_withheld"], 1);
+  EXPECT_FALSE(lines[0].contains("stores_withheld"));
 
   const nlohmann::json& stats = lines[3]["stats"];
   EXPECT_EQ(stats["messages_received"], 3);
   EXPECT_EQ(stats["sequence_gaps"], 1);
-  EXPECT_EQ(stats["keys"], 1);  // the gap cleared the first page
+  EXPECT_EQ(stats["stores_withheld"], 1);
+  EXPECT_EQ(stats["keys"], 0);  // the gap cleared the first page; the other store was withheld
   EXPECT_EQ(stats["last_sequence"], 6);
   EXPECT_EQ(stats["subscriber_connects"], 1);
 }

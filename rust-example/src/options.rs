@@ -97,6 +97,9 @@ pub struct Stats {
     pub pages_checked: u64,
     pub page_hits: u64,
     pub fast_path_hits: u64,
+    /// Stored events not applied because their Mooncake batch began a run
+    /// right after a possible loss (added in 1.1).
+    pub stores_withheld: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -126,6 +129,7 @@ impl From<&sys::sci_stats> for Stats {
             pages_checked: s.pages_checked,
             page_hits: s.page_hits,
             fast_path_hits: s.fast_path_hits,
+            stores_withheld: s.stores_withheld,
         }
     }
 }

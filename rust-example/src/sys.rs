@@ -982,12 +982,18 @@ pub struct sci_stats {
     pub pages_checked: u64,
     pub page_hits: u64,
     pub fast_path_hits: u64,
+    pub resyncs: u64,
+    pub resync_failures: u64,
+    pub snapshot_keys: u64,
+    pub resyncing: bool,
+    pub leader_changes: u64,
+    pub stores_withheld: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        168usize,
+        216usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1369,6 +1375,108 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_fast_path_hits();
+    fn test_field_resyncs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncs) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncs)
+            )
+        );
+    }
+    test_field_resyncs();
+    fn test_field_resync_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resync_failures) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resync_failures)
+            )
+        );
+    }
+    test_field_resync_failures();
+    fn test_field_snapshot_keys() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_keys) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(snapshot_keys)
+            )
+        );
+    }
+    test_field_snapshot_keys();
+    fn test_field_resyncing() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncing) as usize - ptr as usize
+            },
+            192usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncing)
+            )
+        );
+    }
+    test_field_resyncing();
+    fn test_field_leader_changes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).leader_changes) as usize - ptr as usize
+            },
+            200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(leader_changes)
+            )
+        );
+    }
+    test_field_leader_changes();
+    fn test_field_stores_withheld() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stores_withheld) as usize - ptr as usize
+            },
+            208usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(stores_withheld)
+            )
+        );
+    }
+    test_field_stores_withheld();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

@@ -209,6 +209,22 @@ fn golden_captures_apply_and_answer_pages() {
 }
 
 #[test]
+fn displaced_gap_capture_withholds_the_stores_of_each_runs_first_batch() {
+    // 8 real messages: a new index's first batch (sequence 207) and the
+    // batch revealing a gap both have their 32 stores withheld.
+    let index = Index::new().unwrap();
+    for message in 0..8 {
+        index
+            .apply_message(&golden_message("displaced-gap", message))
+            .unwrap();
+    }
+    let stats = index.stats().unwrap();
+    assert_eq!(stats.stores_withheld, 64);
+    assert_eq!(stats.sequence_gaps, 1);
+    assert_eq!(stats.keys, 35);
+}
+
+#[test]
 fn check_pages_reports_every_hit_page_as_ranges() {
     let (layout, spec_layout) = tp2_layout();
     let tokens = prompt(1, 4 * 10 + 3); // 10 whole pages, 3 tokens over

@@ -103,6 +103,9 @@ std::string FormatPrometheus(const Stats& s, std::string_view labels) {
       {"sci_page_hits_total", Type::kCounter, "Pages found fully present.", s.page_hits},
       {"sci_fast_path_hits_total", Type::kCounter, "Page hits answered by a verified group (one lookup).",
        s.fast_path_hits},
+      {"sci_stores_withheld_total", Type::kCounter,
+       "Stored events not applied: their Mooncake batch began a run right after a possible loss.",
+       s.stores_withheld},
   };
   std::string out;
   out.reserve(4096);

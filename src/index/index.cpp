@@ -57,14 +57,17 @@ Index::Index(IndexOptions options)
 
 // ---------------------------------------------------------------- writer --
 
-void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
+void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules) {
   std::lock_guard<std::mutex> apply(apply_mu_);
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
     return;
   }
-  if (has_sequence_ && sequence != last_sequence_ + 1) {
+  const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
+  // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
+  const bool withhold_stores = rules == SequenceRules::kMooncakeProduction && (gap || !has_sequence_) && sequence != 1;
+  if (gap) {
     // Lost batches (or a restarted publisher): what we hold may be stale, and
     // stale means false hits. Start over from this batch.
     counters_.sequence_gaps.Add();
@@ -73,7 +76,19 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
     counters_.clears.Add();
   }
   try {
-    for (const Event& event : events) ApplyEvent(sequence, event);
+    uint64_t withheld = 0;
+    for (const Event& event : events) {
+      if (withhold_stores && event.kind == EventKind::kStored && !event.object_key.empty()) {
+        ++withheld;
+        continue;
+      }
+      ApplyEvent(sequence, event);
+    }
+    if (withheld > 0) {
+      counters_.stores_withheld.Add(withheld);
+      Logf(LogLevel::kInfo, "batch %d begins a run after a possible loss: %d stored events withheld", sequence,
+           withheld);
+    }
   } catch (const std::bad_alloc&) {
     // Part of the batch is applied and the rest is lost: the only state we
     // can vouch for is the empty one.
@@ -335,6 +350,7 @@ Stats Index::GetStats() const {
   s.pages_checked = counters_.pages_checked.Get();
   s.page_hits = counters_.page_hits.Get();
   s.fast_path_hits = counters_.fast_path_hits.Get();
+  s.stores_withheld = counters_.stores_withheld.Get();
   return s;
 }
 

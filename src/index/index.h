@@ -36,6 +36,22 @@ namespace sci {
 // Identifies the layout (key derivation) that verified a group. 0 = none.
 using LayoutId = uint32_t;
 
+// Which sequence rules a batch is applied under (index-semantics.md,
+// "Applying one batch").
+enum class SequenceRules {
+  // The plain rules: batches fed by hand (sci_index_apply_events) and wire
+  // formats whose publishers number a batch when they send it.
+  kPlain,
+  // The Mooncake production format. Its publisher numbers a batch after
+  // encoding it, so a loss shows up one batch early: the gap is revealed
+  // before batch X while the lost events lie after X's. The batch that
+  // begins a run (reveals a gap or a restart, or is the first accepted after
+  // a clear), unless its sequence is 1, applies only its removals and
+  // all-cleared events; its stored events are withheld (stores_withheld),
+  // since a lost removal of one of them would leave a false hit.
+  kMooncakeProduction,
+};
+
 struct IndexOptions {
   static constexpr uint64_t kDefaultMaxEntries = uint64_t{1} << 25;  // 33,554,432
   uint64_t max_entries = kDefaultMaxEntries;  // keys + groups
@@ -58,7 +74,9 @@ class Index {
   // ---- writer side (any thread; calls are serialised) ----
 
   // Applies one batch under `sequence`: duplicate ignored, gap clears first.
-  void ApplyBatch(uint64_t sequence, std::span<const Event> events);
+  // A resync replaying buffered messages goes through here too, so the
+  // first of them begins a run like any batch after a clear.
+  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain);
 
   // Forgets keys, groups and the cursor; counts a clear.
   void Clear();

@@ -31,6 +31,14 @@ struct Stats {
   uint64_t pages_checked = 0;
   uint64_t page_hits = 0;
   uint64_t fast_path_hits = 0;
+  // Added in 1.1, in sci_stats order. The resync and leader counters are
+  // kept by the subscriber's resync (zero until it lands).
+  uint64_t resyncs = 0;
+  uint64_t resync_failures = 0;
+  uint64_t snapshot_keys = 0;
+  bool resyncing = false;
+  uint64_t leader_changes = 0;
+  uint64_t stores_withheld = 0;
 };
 
 class Counter {
@@ -55,6 +63,8 @@ struct Counters {
   Counter malformed_messages;
   Counter ignored_events;
   Counter capacity_refusals;
+  // Stored events of a Mooncake batch that began a run (SequenceRules).
+  Counter stores_withheld;
 
   // Written by the subscriber thread.
   std::atomic<bool> subscriber_connected{false};

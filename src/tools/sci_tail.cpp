@@ -39,10 +39,13 @@ message, in any wire format the index reads (mooncake, mooncake-v1, engine):
   {"sequence":7,"format":"mooncake","topic":"","timestamp_ms":...,
    "events":[{"type":"stored","object_key":"...","group_id":"...",
               "tenant_id":"default","medium":"cpu","event_id":12}],
-   "gap":true,"duplicate":true}
+   "gap":true,"duplicate":true,"stores_withheld":3}
 
-"gap" / "duplicate" appear only when true, as the index judges the sequence
-(a gap clears the index it keeps). A malformed message prints
+"gap" / "duplicate" / "stores_withheld" appear only when true (non-zero), as
+the index judges the sequence: a gap clears the index it keeps, and a
+mooncake batch that begins a run (after a gap, or the first one seen) has
+its stored events withheld, since the publisher signals a loss one batch
+early. A malformed message prints
 {"malformed":"<reason>","frames":N,"bytes":B,...} and changes nothing. Event
 types are stored, removed, all_cleared and ignored (block-hash events of
 engines). Strings that are not valid UTF-8 are printed lossily and exactly,
@@ -72,7 +75,7 @@ bool PrintLine(const std::string& line) {
          std::fflush(stdout) == 0;
 }
 
-std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate) {
+std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate, uint64_t stores_withheld) {
   JsonArray events;
   const bool full = message.format == WireFormat::kMooncake &&
                     message.mooncake_events.size() == message.events.size();
@@ -95,6 +98,7 @@ std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate)
       .Raw("events", events.Finish());
   if (gap) line.Bool("gap", true);
   if (duplicate) line.Bool("duplicate", true);
+  if (stores_withheld > 0) line.Uint("stores_withheld", stores_withheld);
   return line.Finish();
 }
 
@@ -200,7 +204,8 @@ class Tail {
     }
     const Stats after = index_.GetStats();
     stdout_ok_ = PrintLine(MessageLine(scratch_, after.sequence_gaps > before.sequence_gaps,
-                                       after.duplicate_batches > before.duplicate_batches));
+                                       after.duplicate_batches > before.duplicate_batches,
+                                       after.stores_withheld - before.stores_withheld));
     return true;
   }
 

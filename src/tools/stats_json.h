@@ -31,6 +31,7 @@ inline std::string StatsJson(const Stats& s) {
       .Uint("pages_checked", s.pages_checked)
       .Uint("page_hits", s.page_hits)
       .Uint("fast_path_hits", s.fast_path_hits)
+      .Uint("stores_withheld", s.stores_withheld)
       .Finish();
 }
 

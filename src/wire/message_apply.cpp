@@ -21,7 +21,10 @@ bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames
     Logf(LogLevel::kDebug, "batch %d: %d events of an unknown type (their keys are dropped)", scratch.sequence,
          scratch.unknown_event_types);
   }
-  index.ApplyBatch(scratch.sequence, scratch.events);
+  // Only the production publisher numbers a batch after encoding it (see SequenceRules).
+  const SequenceRules rules =
+      scratch.format == WireFormat::kMooncake ? SequenceRules::kMooncakeProduction : SequenceRules::kPlain;
+  index.ApplyBatch(scratch.sequence, scratch.events, rules);
   return true;
 }
 

@@ -15,7 +15,9 @@ namespace sci {
 // counters().malformed_messages, logs a warning with the reason, changes no key/group/cursor,
 // returns false and sets *error. `scratch` lets a hot loop (the subscriber) reuse the event vector.
 // `error` may be null. Production events of an unknown type are added to ignored_events (see
-// wire_decoder.h for how they are applied).
+// wire_decoder.h for how they are applied). Production-format messages are applied under
+// SequenceRules::kMooncakeProduction (a run's first batch has its stores withheld), every other
+// format under the plain rules.
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames,
                   DecodedMessage& scratch, std::string* error);
 
