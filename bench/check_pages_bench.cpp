@@ -6,8 +6,8 @@
 //
 //   fastpath  every stored page's group is verified (a query ran before), so
 //             a hit page costs its hash and one group lookup.
-//   exact     every verification is dropped before each call (an unlabelled
-//             removal, untimed), so each stored page checks all its keys
+//   exact     every verification is dropped before each call (a key of each
+//             page stored again, untimed), so each stored page checks all its keys
 //             and marks its group verified again: the first query after a
 //             store, every time.
 //   fresh     the thread's digest memo is cleared before each call: every
@@ -58,12 +58,12 @@ void BM_CheckPages(benchmark::State& state, const Case& c) {
   PageDigestMemo& memo = PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(request.spec.pages);
   // Warm-up: verifies the stored pages' groups and memoises the prompt.
-  fixture.DropVerification();
+  fixture.DropVerification(request);
   PageQueryResult result = CheckPages(index, *request.layout, request.tokens, kPageSize, hits);
   for (auto _ : state) {
     if (!c.fast_path) {
       state.PauseTiming();
-      fixture.DropVerification();
+      fixture.DropVerification(request);
       state.ResumeTiming();
     }
     if (!c.repeated) memo.Clear();
@@ -96,7 +96,7 @@ void BM_FastPathVsHashing(benchmark::State& state, const std::string& size) {
   Index& index = fixture.index();
   PageDigestMemo& memo = PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(169);
-  fixture.DropVerification();
+  fixture.DropVerification(request);
   CheckPages(index, *request.layout, request.tokens, kPageSize, hits);  // verifies the groups
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(request.tokens.data());
   constexpr size_t kPageBytes = kPageSize * sizeof(uint32_t);

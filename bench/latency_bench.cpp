@@ -70,9 +70,9 @@ class Applier {
     std::lock_guard<std::mutex> lock(mu_);
     fixture_.index().ApplyBatch((*fixture_.sequence())++, events);
   }
-  void DropVerification() {
+  void DropVerification(const Request& request) {
     std::lock_guard<std::mutex> lock(mu_);
-    fixture_.DropVerification();
+    fixture_.DropVerification(request);
   }
 
  private:
@@ -181,10 +181,10 @@ void BM_Latency(benchmark::State& state, const Case& c) {
   bool right = true;
   {
     PacedWriter writer(applier, *writer_events);
-    applier.DropVerification();
+    applier.DropVerification(request);
     CheckPages(index, *request.layout, request.tokens, kPageSize, hits);  // warm: verified, memoised
     const auto query = [&](std::vector<double>* samples) {
-      if (!c.fast_path) applier.DropVerification();
+      if (!c.fast_path) applier.DropVerification(request);
       if (!c.repeated) memo.Clear();
       const auto start = Clock::now();
       const PageQueryResult result = CheckPages(index, *request.layout, request.tokens, kPageSize, hits);

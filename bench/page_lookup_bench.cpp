@@ -41,12 +41,12 @@ void BM_PageLookup(benchmark::State& state, const std::string& layout, const std
   Index& index = fixture.index();
   std::vector<uint8_t> hits(kPages);
   const auto hash_of = [&request](size_t page) -> std::string_view { return request.hashes[page]; };
-  fixture.DropVerification();
+  fixture.DropVerification(request);
   PageQueryResult result = CheckPageHashes(index, *request.layout, kPages, hash_of, hits);
   for (auto _ : state) {
     if (!fast_path) {
       state.PauseTiming();
-      fixture.DropVerification();
+      fixture.DropVerification(request);
       state.ResumeTiming();
     }
     result = CheckPageHashes(index, *request.layout, kPages, hash_of, hits);
@@ -89,7 +89,7 @@ void BM_PageLookupPaired(benchmark::State& state, const std::string& layout, con
     const auto t0 = Clock::now();
     const PageQueryResult f = CheckPageHashes(index, *request.layout, kPages, hash_of, hits);
     const auto t1 = Clock::now();
-    fixture.DropVerification();
+    fixture.DropVerification(request);
     const auto t2 = Clock::now();
     const PageQueryResult e = CheckPageHashes(index, *request.layout, kPages, hash_of, hits);
     const auto t3 = Clock::now();

@@ -13,6 +13,7 @@
 // code), so the index of a size never changes size between benchmarks.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -33,7 +34,8 @@ struct RequestSpec {
   std::string layout;
   size_t pages = 0;
   HitMix mix = HitMix::kAll;
-  auto Tie() const { return std::tie(layout, pages, mix); }
+  uint32_t prompt = 0;  // distinguishes requests of the same shape (other tokens)
+  auto Tie() const { return std::tie(layout, pages, mix, prompt); }
   bool operator<(const RequestSpec& other) const { return Tie() < other.Tie(); }
 };
 
@@ -44,6 +46,9 @@ struct Request {
   std::vector<std::string> hashes;  // hex page hashes
   size_t stored_pages = 0;          // the leading pages whose objects the index holds
   size_t required_keys = 0;         // keys the request's pages need, all pages counted
+  // The stored event of each stored page's first key (DropVerification).
+  std::vector<std::string> restore_keys, restore_groups;
+  std::vector<Event> restore;
 };
 
 // "<64 hex>" of foreign page `id`: unrelated to any request's hashes.
@@ -105,11 +110,15 @@ class QueryFixture {
     return *it->second;
   }
 
-  // An unlabelled removal of an absent key: drops every group's
-  // verification, so the next query of any request takes the exact path.
-  void DropVerification() {
-    const Event drop{EventKind::kRemoved, "absent-key", {}, {}, {}};
-    index_->ApplyBatch(sequence_++, std::span<const Event>(&drop, 1));
+  // Stores the first key of each of `request`'s stored pages again, under
+  // its group: a new object of the group invalidates its verification, so
+  // the next query of the request takes the exact path (and verifies the
+  // groups again). The keys stay present and under the same group.
+  void DropVerification(const Request& request) {
+    for (size_t first = 0; first < request.restore.size(); first += 64) {
+      const size_t n = std::min<size_t>(64, request.restore.size() - first);
+      index_->ApplyBatch(sequence_++, std::span<const Event>(request.restore).subspan(first, n));
+    }
   }
 
   // The next batch's sequence, for a benchmark that applies its own events.
@@ -150,10 +159,15 @@ class QueryFixture {
       const std::vector<std::string> page_keys = layout.KeysFor(request.hashes[page], page, pages);
       request.required_keys += page_keys.size();
       if (page >= request.stored_pages) continue;
+      request.restore_keys.push_back(page_keys.front());
+      request.restore_groups.push_back(layout.GroupId(request.hashes[page]));
       for (const std::string& key : page_keys) {
         keys.push_back(key);
         groups.push_back(layout.GroupId(request.hashes[page]));
       }
+    }
+    for (size_t i = 0; i < request.restore_keys.size(); ++i) {
+      request.restore.push_back(Event{EventKind::kStored, request.restore_keys[i], request.restore_groups[i], {}, "cpu"});
     }
     for (size_t first = 0; first < keys.size(); first += 64) {
       std::vector<Event> batch;
