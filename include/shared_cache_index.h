@@ -121,12 +121,14 @@ typedef struct sci_event {
  *   - `sequence` equal to the last one applied: a duplicate, ignored;
  *   - any other sequence than last + 1 (a gap, or a publisher restart):
  *     everything is cleared first, then the batch is applied.
- * A stored event with a group id invalidates that group's verification; a
- * removal with a group id forgets the group; a removal without one drops the
- * verification of every group, and so does a removal whose group id is not
- * the one of the removed key's own SGLang page ("sglang-hicache:" + the
- * key's prefix + the 64-hex page hash in the key): a mislabelled removal
- * must not leave the key's real page verified. Returns SCI_ERR_INVALID_ARGUMENT (nothing
+ * Each present key remembers the group it was stored under (the group id of
+ * its latest stored event, or none). A stored event invalidates the
+ * verification of the group it names and of the group the key leaves; a
+ * removal invalidates the group its key was stored under and the group it
+ * names, nothing else; a group is forgotten with its last key. A page query
+ * marks a group verified only when every key of the page is stored under
+ * it, so no removal can leave a verified page with a key gone
+ * (docs/index-semantics.md). Returns SCI_ERR_INVALID_ARGUMENT (nothing
  * applied) when `index` is NULL or `events` is NULL with n_events > 0, or a
  * string has a NULL pointer with a non-zero length. SCI_ERR_NO_MEMORY when
  * memory runs out mid-batch: the index is then cleared, since it cannot
@@ -227,7 +229,9 @@ typedef struct sci_page_result {
  * returns SCI_ERR_BUFFER_TOO_SMALL. A `block_size` other than the layout's
  * page size answers SCI_OK with zero pages (n_pages 0, nothing written to
  * `hits`) and is counted in `queries` only. `index` is not const: a query
- * records verified groups so later queries take the fast path.
+ * records verified groups so later queries take the fast path (a page whose
+ * keys are all stored under its group; a page with a key stored under no
+ * group or another one is answered by its keys every time).
  * SCI_ERR_INVALID_ARGUMENT when `index`, `layout` or `result` is NULL,
  * result->struct_size is too small, or `tokens` is NULL with n_tokens > 0.
  * On any error neither `hits` nor `result` is written. Once warm, a call

@@ -171,7 +171,7 @@ TEST_F(GoldenApply, BasicLeavesExactlyTheExpectedKeysPerTenant) {
 
   const Stats stats = index_.GetStats();
   EXPECT_EQ(stats.keys, 2u);
-  EXPECT_EQ(stats.groups, 0u);  // its removal with the group id erased it
+  EXPECT_EQ(stats.groups, 1u);  // k is still stored under the page's group
   EXPECT_EQ(stats.verified_groups, 0u);
   EXPECT_EQ(stats.batches_applied, 5u);
   EXPECT_EQ(stats.events_applied, 5u);
@@ -208,23 +208,29 @@ TEST_F(GoldenApply, BasicGroupStatesFollowEachMessage) {
   EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
   EXPECT_FALSE(index_.ProbeGroup(Group(group, "tenant-a"), kLayout).exists);
 
-  // Removal of v with the group id: the group is gone.
+  // Removal of v with the group id: the group loses its verification, and
+  // stays known while k is still stored under it.
   Apply(messages[3]);
-  EXPECT_FALSE(index_.ProbeGroup(Group(group), kLayout).exists);
-  EXPECT_EQ(index_.GetStats().groups, 0u);
+  probe = index_.ProbeGroup(Group(group), kLayout);
+  EXPECT_TRUE(probe.exists);
+  EXPECT_FALSE(probe.verified);
+  EXPECT_EQ(index_.GetStats().groups, 1u);
+  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
 
-  // Unlabelled removal of 0x2a: nothing to remove, every verification dropped.
+  // Unlabelled removal of 0x2a: nothing to remove, and no key of the group
+  // goes, so its verification stands.
   Apply(messages[4]);
-  EXPECT_EQ(index_.GetStats().verified_groups, 0u);
+  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
+  EXPECT_EQ(index_.GetStats().verified_groups, 1u);
   EXPECT_EQ(index_.GetStats().keys, 2u);
 }
 
-TEST_F(GoldenApply, UnlabelledRemovalInBasicDropsOtherGroupsVerification) {
+TEST_F(GoldenApply, UnlabelledRemovalInBasicKeepsUnrelatedGroupsVerified) {
   const std::vector<GoldenMessage> messages = LoadCapture("basic");
   ASSERT_EQ(messages.size(), 5u);
   for (size_t m = 0; m < 4; ++m) Apply(messages[m]);
   // A group verified just before the unlabelled removal of 0x2a: that key
-  // could have belonged to it, so its verification must not survive.
+  // was never stored under it, so no verification of it leaned on 0x2a.
   index_.ApplyBatch(5, std::vector<Event>{Event{EventKind::kStored, "other_0_k", "g-other", {}, "cpu"}});
   const GroupProbe probe = index_.ProbeGroup(Group("g-other"), 1);
   ASSERT_TRUE(index_.MarkVerified(Group("g-other"), probe, 1));
@@ -233,8 +239,10 @@ TEST_F(GoldenApply, UnlabelledRemovalInBasicDropsOtherGroupsVerification) {
   GoldenMessage removal = messages[4];
   removal.frames[1] = std::string("\0\0\0\0\0\0\0\x06", 8);
   Apply(removal);
-  EXPECT_FALSE(index_.ProbeGroup(Group("g-other"), 1).verified);
-  EXPECT_TRUE(index_.ProbeGroup(Group("g-other"), 1).exists);
+  EXPECT_TRUE(index_.ProbeGroup(Group("g-other"), 1).verified);
+  // Removing other_0_k itself, unlabelled as in basic, reaches g-other.
+  index_.ApplyBatch(7, std::vector<Event>{Event{EventKind::kRemoved, "other_0_k", {}, {}, "cpu"}});
+  EXPECT_FALSE(index_.ProbeGroup(Group("g-other"), 1).exists);
 }
 
 TEST_F(GoldenApply, OverflowCountsExactlyTwentyFiveGaps) {

@@ -51,8 +51,8 @@ namespace {
 // ---- the reference model ----
 
 struct Model {
-  std::set<std::pair<std::string, std::string>> keys;  // (tenant, key)
-  std::set<std::pair<std::string, std::string>> groups;
+  // (tenant, key) -> the group it was stored under ("" = none).
+  std::map<std::pair<std::string, std::string>, std::string> keys;
   bool has_sequence = false;
   uint64_t last_sequence = 0;
   uint64_t gaps = 0, duplicates = 0, stores_withheld = 0;
@@ -61,8 +61,16 @@ struct Model {
 
   void Clear() {
     keys.clear();
-    groups.clear();
     has_sequence = false;
+  }
+
+  // Groups some present key was stored under: the index keeps exactly these.
+  size_t GroupCount() const {
+    std::set<std::pair<std::string, std::string>> groups;
+    for (const auto& [key, group] : keys) {
+      if (!group.empty()) groups.emplace(key.first, group);
+    }
+    return groups.size();
   }
 
   // `production`: the batch came as a Mooncake production-format message,
@@ -92,11 +100,9 @@ struct Model {
       if (e.object_key.empty()) continue;
       const std::string t = Tenant(e.tenant_id);
       if (e.kind == EventKind::kStored) {
-        keys.emplace(t, std::string(e.object_key));
-        if (!e.group_id.empty()) groups.emplace(t, std::string(e.group_id));
+        keys[{t, std::string(e.object_key)}] = std::string(e.group_id);
       } else {
         keys.erase({t, std::string(e.object_key)});
-        if (!e.group_id.empty()) groups.erase({t, std::string(e.group_id)});
       }
     }
     has_sequence = true;
@@ -105,6 +111,10 @@ struct Model {
 
   bool Has(std::string_view tenant, std::string_view key) const {
     return keys.count({Tenant(tenant), std::string(key)}) > 0;
+  }
+  bool StoredUnder(std::string_view tenant, std::string_view key, std::string_view group) const {
+    auto it = keys.find({Tenant(tenant), std::string(key)});
+    return it != keys.end() && it->second == group;
   }
 };
 
@@ -159,16 +169,16 @@ struct Stream {
   }
 };
 
-// What a page query does for one group: probe, check its keys, mark.
+// What a page query does for one group: probe, check its keys, mark only if
+// all are present and stored under the group.
 void TryVerify(Index& index, int g, std::string_view tenant, LayoutId layout) {
   const uint64_t seed = TenantSeed(tenant);
   const Fingerprint group = FingerprintOf(seed, GroupName(g));
   const GroupProbe probe = index.ProbeGroup(group, layout);
   if (probe.verified || !probe.exists) return;
-  for (int k = 0; k < kKeysPerGroup; ++k) {
-    if (!index.ContainsKey(FingerprintOf(seed, KeyName(g, k)))) return;
-  }
-  index.MarkVerified(group, probe, layout);
+  std::vector<Fingerprint> keys;
+  for (int k = 0; k < kKeysPerGroup; ++k) keys.push_back(FingerprintOf(seed, KeyName(g, k)));
+  if (index.CheckKeys(keys, probe.ref).all_under_group) index.MarkVerified(group, probe, layout);
 }
 
 void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint64_t seed, int step) {
@@ -178,7 +188,9 @@ void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint6
       for (int k = 0; k < kKeysPerGroup; ++k) {
         const bool in_model = model.Has(tenant, KeyName(g, k));
         const bool in_index = index.Contains(tenant, KeyName(g, k));
-        all_present = all_present && in_model;
+        // Present is not enough: a verified group's keys must all have been
+        // stored under it, or a removal could miss it.
+        all_present = all_present && model.StoredUnder(tenant, KeyName(g, k), GroupName(g));
         if (exact) {
           ASSERT_EQ(in_index, in_model) << "seed " << seed << " step " << step << " key " << KeyName(g, k)
                                         << " tenant '" << tenant << "'";
@@ -191,7 +203,7 @@ void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint6
       for (LayoutId layout : {LayoutId{1}, LayoutId{2}}) {
         if (index.ProbeGroup(group, layout).verified) {
           ASSERT_TRUE(all_present) << "seed " << seed << " step " << step << " group " << g << " tenant '"
-                                   << tenant << "' verified with a key missing";
+                                   << tenant << "' verified with a key missing or stored under another group";
         }
       }
     }
@@ -206,7 +218,7 @@ void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint6
   ASSERT_EQ(s.stores_withheld, model.stores_withheld) << "seed " << seed << " step " << step;
   if (exact) {
     ASSERT_EQ(s.keys, model.keys.size()) << "seed " << seed << " step " << step;
-    ASSERT_EQ(s.groups, model.groups.size()) << "seed " << seed << " step " << step;
+    ASSERT_EQ(s.groups, model.GroupCount()) << "seed " << seed << " step " << step;
   }
 }
 
@@ -544,7 +556,7 @@ void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, c
   ASSERT_EQ(s.stores_withheld, model.stores_withheld) << where;
   if (exact) {
     ASSERT_EQ(s.keys, model.keys.size()) << where;
-    ASSERT_EQ(s.groups, model.groups.size()) << where;
+    ASSERT_EQ(s.groups, model.GroupCount()) << where;
   }
 }
 

@@ -210,14 +210,17 @@ TEST_F(IndexSemantics, RemovingAnAbsentKeyChangesNothing) {
   EXPECT_EQ(stats().keys, 1u);
 }
 
-TEST_F(IndexSemantics, LabelledRemovalErasesThatGroup) {
+TEST_F(IndexSemantics, RemovalInvalidatesItsKeysGroupWhichGoesWithItsLastKey) {
   Apply(1, {Stored("a", "g"), Stored("b", "g")});
   ASSERT_TRUE(Verify("g"));
   Apply(2, {Removed("a", "g")});
-  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
-  EXPECT_EQ(stats().groups, 0u);
+  EXPECT_FALSE(IsVerified("g"));
+  EXPECT_TRUE(index_.ProbeGroup(Group("g"), kLayout).exists);  // b is still stored under it
   EXPECT_EQ(stats().verified_groups, 0u);
   EXPECT_TRUE(Has("b"));
+  Apply(3, {Removed("b")});
+  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
+  EXPECT_EQ(stats().groups, 0u);
 }
 
 TEST_F(IndexSemantics, LabelledRemovalKeepsOtherGroupsVerified) {
@@ -229,19 +232,77 @@ TEST_F(IndexSemantics, LabelledRemovalKeepsOtherGroupsVerified) {
   EXPECT_EQ(stats().verified_groups, 1u);
 }
 
-TEST_F(IndexSemantics, UnlabelledRemovalDropsEveryGroupsVerification) {
-  Apply(1, {Stored("a", "g"), Stored("b", "h"), Stored("c")});
+// 1.1: a group is only ever verified through keys stored under it, so a
+// removal reaches every group it can matter to through its key.
+TEST_F(IndexSemantics, UnlabelledRemovalInvalidatesOnlyItsOwnKeysGroup) {
+  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c")});
   ASSERT_TRUE(Verify("g"));
   ASSERT_TRUE(Verify("h"));
-  EXPECT_EQ(stats().verified_groups, 2u);
+  // A key stored under no group: no verification can lean on it.
   Apply(2, {Removed("c")});
+  EXPECT_TRUE(IsVerified("g"));
+  EXPECT_TRUE(IsVerified("h"));
+  // A key stored under g, removed without a label: g, and only g.
+  Apply(3, {Removed("a")});
   EXPECT_FALSE(IsVerified("g"));
-  EXPECT_FALSE(IsVerified("h"));
-  EXPECT_EQ(stats().verified_groups, 0u);
-  // The groups themselves stay known and can be proven again.
-  EXPECT_EQ(stats().groups, 2u);
-  EXPECT_TRUE(Verify("g"));
+  EXPECT_TRUE(IsVerified("h"));
   EXPECT_EQ(stats().verified_groups, 1u);
+  EXPECT_EQ(stats().groups, 2u);  // a2 keeps g known: it can be proven again
+  EXPECT_TRUE(Verify("g"));
+}
+
+TEST_F(IndexSemantics, MislabelledRemovalInvalidatesTheKeysGroupAndTheLabelledOneOnly) {
+  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c", "k")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("h"));
+  ASSERT_TRUE(Verify("k"));
+  // a was stored under g; the removal names h (a publisher bug).
+  Apply(2, {Removed("a", "h")});
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(IsVerified("g")) << "the group a was stored under must not stay verified without it";
+  EXPECT_FALSE(IsVerified("h"));
+  EXPECT_TRUE(IsVerified("k")) << "an unrelated group keeps its verification";
+  EXPECT_EQ(stats().verified_groups, 1u);
+  // A label naming a group nobody knows creates nothing.
+  Apply(3, {Removed("zzz", "nobody")});
+  EXPECT_FALSE(index_.ProbeGroup(Group("nobody"), kLayout).exists);
+  EXPECT_TRUE(IsVerified("k"));
+}
+
+TEST_F(IndexSemantics, KeyRestoredUnderAnotherGroupInvalidatesBoth) {
+  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c", "k")});
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("h"));
+  ASSERT_TRUE(Verify("k"));
+  Apply(2, {Stored("a", "h")});
+  EXPECT_FALSE(IsVerified("g")) << "g lost a key";
+  EXPECT_FALSE(IsVerified("h")) << "h gained one";
+  EXPECT_TRUE(IsVerified("k"));
+  // a now belongs to h: its later removal reaches h, not g.
+  ASSERT_TRUE(Verify("g"));
+  ASSERT_TRUE(Verify("h"));
+  Apply(3, {Removed("a")});
+  EXPECT_TRUE(IsVerified("g"));
+  EXPECT_FALSE(IsVerified("h"));
+  // Re-stored with no group: it leaves its group, which is invalidated.
+  ASSERT_TRUE(Verify("g"));
+  Apply(4, {Stored("a2")});
+  EXPECT_FALSE(IsVerified("g"));
+}
+
+TEST_F(IndexSemantics, KeysRememberTheGroupOfTheirLatestStore) {
+  Apply(1, {Stored("a", "g"), Stored("b"), Stored("c", "h")});
+  const std::vector<Fingerprint> a = {FingerprintOf(TenantSeed({}), "a")};
+  const std::vector<Fingerprint> b = {FingerprintOf(TenantSeed({}), "b")};
+  const std::vector<Fingerprint> ac = {a[0], FingerprintOf(TenantSeed({}), "c")};
+  const GroupRef g = index_.ProbeGroup(Group("g"), kLayout).ref;
+  ASSERT_NE(g, kNoGroup);
+  EXPECT_TRUE(index_.CheckKeys(a, g).all_under_group);
+  EXPECT_FALSE(index_.CheckKeys(b, g).all_under_group) << "stored under no group";
+  EXPECT_TRUE(index_.CheckKeys(b, g).all_present);
+  EXPECT_FALSE(index_.CheckKeys(ac, g).all_under_group) << "c was stored under h";
+  EXPECT_TRUE(index_.CheckKeys(ac, g).all_present);
+  EXPECT_FALSE(index_.CheckKeys(a, kNoGroup).all_under_group);
 }
 
 TEST_F(IndexSemantics, AllClearedEventClearsKeysAndGroupsAndLaterEventsStillApply) {
@@ -310,12 +371,26 @@ TEST_F(IndexSemantics, StoredEventBetweenProbeAndMarkLeavesGroupUnverified) {
   EXPECT_EQ(stats().verified_groups, 0u);
 }
 
-TEST_F(IndexSemantics, UnlabelledRemovalBetweenProbeAndMarkLeavesGroupUnverified) {
+TEST_F(IndexSemantics, UnlabelledRemovalOfAGroupsKeyBetweenProbeAndMarkLeavesGroupUnverified) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g"), Stored("x")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  Apply(2, {Removed("b")});
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+  EXPECT_FALSE(IsVerified("g"));
+}
+
+TEST_F(IndexSemantics, KeyMovedToAnotherGroupBetweenProbeAndMarkLeavesGroupUnverified) {
+  Apply(1, {Stored("a", "g"), Stored("b", "g")});
+  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
+  Apply(2, {Stored("b", "h")});
+  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
+}
+
+TEST_F(IndexSemantics, UnrelatedRemovalBetweenProbeAndMarkDoesNotStopTheMark) {
   Apply(1, {Stored("a", "g"), Stored("x")});
   const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
   Apply(2, {Removed("x")});
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-  EXPECT_FALSE(IsVerified("g"));
+  EXPECT_TRUE(index_.MarkVerified(Group("g"), probe, kLayout));
 }
 
 TEST_F(IndexSemantics, GroupErasedAndRestoredBetweenProbeAndMarkIsNotVerified) {

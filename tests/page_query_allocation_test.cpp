@@ -203,15 +203,14 @@ TEST(PageQueryAllocation, VerifyingAndMissingAllocateNothing) {
   std::vector<uint8_t> hits(kPages);
   sci_page_result result{};
   result.struct_size = sizeof result;
-  const sci_event drop_all{SCI_EVENT_REMOVED, sci_str{"unrelated", 9}, {}, {}, {}};
-  // Each round drops every verification first (an unlabelled removal), so
-  // every query proves and marks its groups again.
+  // Each round stores the pages' objects again first (a new object of a
+  // group invalidates it), so every query proves and marks its groups again.
   const long allocations = AllocationsOnceWarm(
       [&] {
         sci_index_check_pages(h.index, h.layout, tokens.data(), tokens.size(), kPageSize, hits.data(), hits.size(),
                               &result);
       },
-      [&] { sci_index_apply_events(h.index, ++g_sequence, &drop_all, 1); });
+      [&] { StoreRequest(h.index, Tp8(), tokens, /*labelled=*/true, /*skip_page=*/3); });
   EXPECT_EQ(allocations, 0);
   EXPECT_EQ(result.total_hits, kPages - 1);
   EXPECT_EQ(result.prefix_hits, 3u);

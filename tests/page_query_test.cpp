@@ -297,7 +297,7 @@ TEST_F(PageQuery, SecondQueryTakesTheFastPathAndCountsIt) {
   EXPECT_EQ(s.verified_groups, 5u);
 }
 
-TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTime) {
+TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTimeAndAreNeverMarked) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -312,9 +312,30 @@ TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTime) {
   const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(r.total_hits, 2u);
   EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(index_.GetStats().verified_groups, 0u);
 }
 
-TEST_F(PageQuery, UnlabelledRemovalSendsEveryPageBackToTheExactPath) {
+// A page whose group is known but one of whose keys was stored under no
+// group, or under another page's group: a hit, proven by its keys each
+// time, never marked (that key's removal would not reach the page's group).
+TEST_F(PageQuery, APageWithAKeyStoredOutsideItsGroupIsAHitButNeverMarked) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Apply({Event{EventKind::kStored, layout->KeysFor(hashes[0], 0, 3)[1], {}, {}, "cpu"},
+         Event{EventKind::kStored, layout->KeysFor(hashes[1], 1, 3)[2], layout->GroupId(hashes[2]), {}, "cpu"}});
+  for (int round = 0; round < 2; ++round) {
+    const PageQueryResult r = Check(*layout, tokens);
+    EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1})) << round;
+    EXPECT_EQ(r.fast_path, round == 0 ? 0u : 1u) << round;  // page 2 alone is all under its group
+  }
+  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 3));
+  EXPECT_FALSE(Verified(*layout, hashes[1], 1, 3));
+  EXPECT_TRUE(Verified(*layout, hashes[2], 2, 3));
+}
+
+TEST_F(PageQuery, UnlabelledRemovalSendsOnlyItsOwnPageToTheExactPath) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -322,13 +343,50 @@ TEST_F(PageQuery, UnlabelledRemovalSendsEveryPageBackToTheExactPath) {
   Check(*layout, tokens);
   ASSERT_EQ(Check(*layout, tokens).fast_path, 3u);
   Remove(layout->KeysFor(hashes[1], 1, 3)[1]);  // no group label
-  PageQueryResult r = Check(*layout, tokens);
+  const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
-  EXPECT_EQ(r.fast_path, 0u);
-  // Pages 0 and 2 were proven again and re-verified.
-  r = Check(*layout, tokens);
   EXPECT_EQ(r.fast_path, 2u);
-  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
+  // The key back, under its group: proven once by its keys, then fast again.
+  StorePage(*layout, hashes, 1);
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
+  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
+}
+
+// The case: a pools layout whose key_prefix differs from its group
+// ids' tag, so its keys never look like their group to anyone parsing them.
+TEST_F(PageQuery, PoolsWithAKeyPrefixKeepTheFastPathOfPagesNotRemoved) {
+  LayoutSpec spec;
+  spec.page_size = kPageSize;
+  spec.key_prefix = "llama";
+  spec.pools = {PoolSpec{{"__k", "__v"}, HitPolicy::kAllPages, 0}};
+  const auto layout = Make(spec);
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  ASSERT_EQ(Check(*layout, tokens).fast_path, 3u);
+  Remove(layout->KeysFor(hashes[0], 0, 3)[0], layout->GroupId(hashes[0]));
+  Remove(layout->KeysFor(hashes[1], 1, 3)[1]);
+  const PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(r.fast_path, 1u);
+}
+
+TEST_F(PageQuery, MislabelledRemovalIsAMissForItsPageAndTouchesNoUnrelatedPage) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(4);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  Check(*layout, tokens);
+  ASSERT_EQ(Check(*layout, tokens).fast_path, 4u);
+  // A key of page 1 removed under page 2's group id (a publisher bug).
+  Remove(layout->KeysFor(hashes[1], 1, 4)[0], layout->GroupId(hashes[2]));
+  PageQueryResult r = Check(*layout, tokens);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
+  EXPECT_EQ(r.fast_path, 2u);  // pages 0 and 3; page 2 (labelled) is proven by its keys again
+  r = Check(*layout, tokens);
+  EXPECT_EQ(r.fast_path, 3u);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
 }
 
 TEST_F(PageQuery, LabelledRemovalKeepsOtherGroupsVerified) {
@@ -423,7 +481,21 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
 }
 
-TEST_F(PageQuery, UnlabelledRemovalBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+TEST_F(PageQuery, KeyMovedToAnotherGroupBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*layout, hashes);
+  const std::string key = layout->KeysFor(hashes[0], 0, 2)[2];
+  Interleave interleave{&index_, &next_sequence_, 0, {Event{EventKind::kStored, key, "another-group", {}, "cpu"}}};
+  PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
+  Check(*layout, tokens, &hooks);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
+  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
+  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));
+}
+
+TEST_F(PageQuery, UnrelatedUnlabelledRemovalBetweenProbeAndKeyCheckStillLetsThePageBeMarked) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -433,8 +505,8 @@ TEST_F(PageQuery, UnlabelledRemovalBetweenProbeAndKeyCheckLeavesTheGroupUnverifi
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
-  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));  // probed after the removal
+  EXPECT_TRUE(Verified(*layout, hashes[0], 0, 2));
+  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));
 }
 
 TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {

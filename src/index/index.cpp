@@ -1,57 +1,11 @@
 #include "index/index.h"
 
+#include <limits>
 #include <new>
 
 #include "common/log.h"
 
 namespace sci {
-namespace {
-
-constexpr size_t kPageHashHex = 64;  // an SGLang page hash: 64 lowercase hex characters
-constexpr std::string_view kSglangGroupNamespace = "sglang-hicache:";
-
-bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
-// Whether erasing a removal's labelled group withdraws every verification the
-// removed key took part in, so that the other groups may keep theirs.
-//
-// Verifications come from page queries only, and every key a page query
-// checks holds its page hash: "<prefix><hash><suffix>", where the layout's
-// group id is "sglang-hicache:<tag_><hash>". A key with no 64-character hex
-// run was never checked by a page query, so its label is trusted as given.
-// A page key's label is trusted only when it is exactly the group id of the
-// key's own page: one unambiguous hash in the key, and the label is the
-// namespace, the key's prefix and that hash. Anything else -- a label of
-// another page (a publisher bug, a corrupted message), of the same page
-// under another tag, or the keys of a layout whose key_prefix differs from
-// its tag -- drops every verification: a miss on the next query, where
-// trusting the label would leave the key's page verified with a key gone (a
-// false hit on the fast path).
-bool LabelCoversKey(std::string_view group_id, std::string_view object_key) {
-  // The one hex run of exactly kPageHashHex characters, if that is all there is.
-  size_t hash_at = std::string_view::npos;
-  for (size_t i = 0; i < object_key.size();) {
-    if (!IsLowerHex(object_key[i])) {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < object_key.size() && IsLowerHex(object_key[end])) ++end;
-    if (end - i > kPageHashHex || (end - i == kPageHashHex && hash_at != std::string_view::npos)) return false;
-    if (end - i == kPageHashHex) hash_at = i;
-    i = end;
-  }
-  if (hash_at == std::string_view::npos) return true;
-  const std::string_view prefix = object_key.substr(0, hash_at);
-  const std::string_view hash = object_key.substr(hash_at, kPageHashHex);
-  return group_id.size() == kSglangGroupNamespace.size() + prefix.size() + kPageHashHex &&
-         group_id.substr(0, kSglangGroupNamespace.size()) == kSglangGroupNamespace &&
-         group_id.substr(kSglangGroupNamespace.size(), prefix.size()) == prefix &&
-         group_id.substr(kSglangGroupNamespace.size() + prefix.size()) == hash;
-}
-
-}  // namespace
-
 Index::Index(IndexOptions options)
     : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries) {}
 
@@ -134,8 +88,6 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   const Fingerprint key = FingerprintOf(seed, event.object_key);
   const bool labelled = !event.group_id.empty();
   const Fingerprint group = labelled ? FingerprintOf(seed, event.group_id) : Fingerprint{};
-  const bool label_covers_key =
-      labelled && event.kind == EventKind::kRemoved && LabelCoversKey(event.group_id, event.object_key);
 
   // The writer is the only thread that changes the tables, so it may read
   // them without the lock. Looking the slots up first brings them into cache:
@@ -145,23 +97,23 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
 
   WriterLock lock(tables_lock_);
   if (event.kind == EventKind::kStored) {
-    StoreKey(key);
-    // A new physical object of the group may be one a verification did not
-    // see: the group must be proven again.
-    if (labelled) InvalidateGroup(group);
+    StoreKey(key, labelled ? &group : nullptr);
   } else {
-    RemoveKey(key);
-    if (labelled) EraseGroup(group);
-    // Without a label (or with one that does not name the key's page) the
-    // removed object could belong to any group.
-    if (!label_covers_key) DropAllVerification();
+    RemoveKey(key, labelled ? &group : nullptr);
   }
   counters_.events_applied.Add();
 }
 
 void Index::WarmUp(const Fingerprint& key, const Fingerprint* group) const {
+  const PackedKey packed(key);
+  const KeyTable& keys = key_shards_[ShardOf(packed)];
   // volatile: the lookups are wanted for their loads, not their answers.
-  volatile bool sink = key_shards_[ShardOf(key)].contains(key);
+  volatile bool sink = false;
+  auto it = keys.find(packed);
+  if (it != keys.end() && it->second != kNoGroup) {
+    const Fingerprint& current = group_of_ref_[it->second];
+    sink = group_shards_[ShardOf(current)].contains(current);
+  }
   if (group != nullptr) sink = group_shards_[ShardOf(*group)].contains(*group);
   (void)sink;
 }
@@ -171,21 +123,106 @@ bool Index::HasRoom() const {
          max_entries_;
 }
 
-void Index::StoreKey(const Fingerprint& key) {
-  KeyTable& keys = key_shards_[ShardOf(key)];
-  if (keys.contains(key)) return;
-  if (!HasRoom()) {
-    // Refusing keeps the answer conservative: a key we do not hold can only
-    // turn a hit into a miss.
-    counters_.capacity_refusals.Add();
-    return;
+void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
+  const PackedKey packed(key);
+  KeyTable& keys = key_shards_[ShardOf(packed)];
+  auto it = keys.find(packed);
+  if (it == keys.end()) {
+    if (!HasRoom()) {
+      // Refusing keeps the answer conservative: a key we do not hold can
+      // only turn a hit into a miss. The group still learns that it has a
+      // new object it has not seen.
+      counters_.capacity_refusals.Add();
+      if (group != nullptr) {
+        if (GroupState* state = FindGroup(*group)) Invalidate(*state);
+      }
+      return;
+    }
+    it = keys.emplace(packed, kNoGroup).first;
+    key_count_.fetch_add(1, std::memory_order_relaxed);
   }
-  keys.insert(key);
-  key_count_.fetch_add(1, std::memory_order_relaxed);
+  // A new physical object of the group may be one a verification did not
+  // see: the group must be proven again (AcquireGroup invalidates it). The
+  // group the key leaves, even if it is the same one, loses a key it was
+  // verified with.
+  const GroupRef previous = it->second;
+  GroupState* next = group != nullptr ? AcquireGroup(*group) : nullptr;
+  const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
+  if (previous == next_ref) return;
+  it->second = next_ref;
+  if (next != nullptr) ++next->keys;
+  if (previous != kNoGroup) DetachKey(previous);
 }
 
-void Index::RemoveKey(const Fingerprint& key) {
-  if (key_shards_[ShardOf(key)].erase(key) > 0) key_count_.fetch_sub(1, std::memory_order_relaxed);
+void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
+  const PackedKey packed(key);
+  KeyTable& keys = key_shards_[ShardOf(packed)];
+  auto it = keys.find(packed);
+  if (it != keys.end()) {
+    const GroupRef ref = it->second;
+    keys.erase(it);
+    key_count_.fetch_sub(1, std::memory_order_relaxed);
+    // The group the key was stored under: the only one a verification
+    // through this key can have marked.
+    if (ref != kNoGroup) DetachKey(ref);
+  }
+  // The labelled group too, whatever the key's own: a removal is
+  // conservative. No other group can have been verified with this key.
+  if (label != nullptr) {
+    if (GroupState* state = FindGroup(*label)) Invalidate(*state);
+  }
+}
+
+Index::GroupState* Index::FindGroup(const Fingerprint& group) {
+  GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
+  return it == groups.end() ? nullptr : &it->second;
+}
+
+Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
+  if (GroupState* state = FindGroup(group)) {
+    Invalidate(*state);
+    return state;
+  }
+  if (!HasRoom() || (free_refs_.empty() && group_of_ref_.size() > std::numeric_limits<GroupRef>::max())) {
+    // Without a group state the page is still answered by its keys; it just
+    // never takes the fast path.
+    counters_.capacity_refusals.Add();
+    return nullptr;
+  }
+  GroupRef ref;
+  if (!free_refs_.empty()) {
+    ref = free_refs_.back();
+    free_refs_.pop_back();
+    group_of_ref_[ref] = group;
+  } else {
+    ref = static_cast<GroupRef>(group_of_ref_.size());
+    group_of_ref_.push_back(group);
+  }
+  GroupState state;
+  state.generation = next_generation_++;
+  state.ref = ref;
+  auto [it, inserted] = group_shards_[ShardOf(group)].emplace(group, state);
+  group_count_.fetch_add(1, std::memory_order_relaxed);
+  return &it->second;
+}
+
+void Index::DetachKey(GroupRef ref) {
+  const Fingerprint group = group_of_ref_[ref];
+  GroupTable& groups = group_shards_[ShardOf(group)];
+  auto it = groups.find(group);
+  GroupState& state = it->second;
+  if (--state.keys > 0) {
+    Invalidate(state);
+    return;
+  }
+  // No key refers to the group any more: it goes, and its ref may serve
+  // another group (a probe of this one sees the group gone, or a new
+  // generation, and marks nothing).
+  ForgetVerification(state);
+  groups.erase(it);
+  group_count_.fetch_sub(1, std::memory_order_relaxed);
+  free_refs_.push_back(ref);
 }
 
 void Index::ForgetVerification(const GroupState& state) {
@@ -197,34 +234,10 @@ void Index::ForgetVerification(const GroupState& state) {
   }
 }
 
-void Index::InvalidateGroup(const Fingerprint& group) {
-  GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
-  if (it != groups.end()) {
-    ForgetVerification(it->second);
-    it->second.verification.word.store(0, std::memory_order_relaxed);
-    it->second.generation = next_generation_++;
-    return;
-  }
-  if (!HasRoom()) {
-    // Without a group state the page is still answered by its keys; it just
-    // never takes the fast path.
-    counters_.capacity_refusals.Add();
-    return;
-  }
-  GroupState state;
+void Index::Invalidate(GroupState& state) {
+  ForgetVerification(state);
+  state.verification.word.store(0, std::memory_order_relaxed);
   state.generation = next_generation_++;
-  groups.emplace(group, state);
-  group_count_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Index::EraseGroup(const Fingerprint& group) {
-  GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
-  if (it == groups.end()) return;
-  ForgetVerification(it->second);
-  groups.erase(it);
-  group_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Index::DropAllVerification() {
@@ -234,8 +247,8 @@ void Index::DropAllVerification() {
     verify_state_.store(uint64_t{epoch + 1} << 32, std::memory_order_release);
     return;
   }
-  // The epoch wraps (after 4 billion unlabelled removals): words from the
-  // old epoch 1 would look current again, so wipe every word.
+  // The epoch wraps (after 4 billion clears): words from the old epoch 1
+  // would look current again, so wipe every word.
   verify_state_.store(uint64_t{1} << 32, std::memory_order_release);
   for (GroupTable& groups : group_shards_) {
     for (auto& [fingerprint, state] : groups) state.verification.word.store(0, std::memory_order_relaxed);
@@ -255,6 +268,9 @@ void Index::ClearTables() {
     WriterLock lock(tables_lock_);
     DropAllVerification();
   }
+  // No key refers to any group now: every ref is free again.
+  group_of_ref_.resize(1);
+  free_refs_.clear();
   ResetCursor();
 }
 
@@ -271,17 +287,26 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 }
 
 bool Index::ContainsKey(const Fingerprint& key) const {
+  const PackedKey packed(key);
   ReaderLock lock(tables_lock_);
-  return key_shards_[ShardOf(key)].contains(key);
+  return key_shards_[ShardOf(packed)].contains(packed);
 }
 
-bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
+KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const {
   ReaderLock lock(tables_lock_);
-  for (const Fingerprint& key : keys) key_shards_[ShardOf(key)].prefetch(key);
   for (const Fingerprint& key : keys) {
-    if (!key_shards_[ShardOf(key)].contains(key)) return false;
+    const PackedKey packed(key);
+    key_shards_[ShardOf(packed)].prefetch(packed);
   }
-  return true;
+  KeyCheck check{true, group != kNoGroup};
+  for (const Fingerprint& key : keys) {
+    const PackedKey packed(key);
+    const KeyTable& table = key_shards_[ShardOf(packed)];
+    auto it = table.find(packed);
+    if (it == table.end()) return KeyCheck{};
+    check.all_under_group = check.all_under_group && it->second == group;
+  }
+  return check;
 }
 
 GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
@@ -291,6 +316,7 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
   if (it == groups.end()) return GroupProbe{};
   GroupProbe probe;
   probe.exists = true;
+  probe.ref = it->second.ref;
   probe.generation = it->second.generation;
   probe.verify_epoch = CurrentVerifyEpoch();
   probe.verified = layout != 0 && it->second.verification.word.load(std::memory_order_acquire) ==
@@ -303,10 +329,10 @@ bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, Layo
   ReaderLock lock(tables_lock_);
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
-  // A stored event for the group, or its removal, since the probe: what the
+  // A key stored under the group, or leaving it, since the probe: what the
   // caller checked may not be the group's current object set.
   if (it == groups.end() || it->second.generation != probe.generation) return false;
-  // An unlabelled removal since the probe: one of the keys may be gone.
+  // A clear since the probe.
   const uint32_t epoch = probe.verify_epoch;
   if (CurrentVerifyEpoch() != epoch) return false;
 

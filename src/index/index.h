@@ -1,20 +1,31 @@
-// The shared-cache index: which physical objects are present, which logical
-// groups are known and verified, and the sequence cursor that keeps both
-// exact. Semantics: ../shared/docs/index-semantics.md.
+// The shared-cache index: which physical objects are present, the group
+// each was stored under, which groups are verified, and the sequence cursor
+// that keeps it all exact. Semantics: docs/index-semantics.md.
 //
 // Concurrency. One writer at a time (ApplyBatch, Clear; serialised by
 // apply_mu_) and any number of readers share one writer-preferring
 // reader/writer lock over all tables. The writer holds it for one event at a
-// time; a reader for one lookup, or for the keys of one page (ContainsAll),
+// time; a reader for one lookup, or for the keys of one page (CheckKeys),
 // so neither side ever waits for the other's whole batch or query. The
 // tables are split into shards so that a table's rehash (growth, or clean-up
 // of removed slots) stalls readers for 1/64th of the index, not all of it.
 // Counters are atomics, readable at any moment.
 //
+// Groups of keys. Each present key remembers the group it was stored under
+// as a 32-bit GroupRef (0 = none): a slot number the group keeps for as long
+// as any key refers to it, so it is exact (never another group's) while
+// costing 4 bytes per key instead of a 16-byte fingerprint. A group lives
+// while keys refer to it. Every change to the set of keys stored under a
+// group -- a key stored, re-stored elsewhere or removed -- invalidates the
+// group (new generation, verification dropped), and a page query marks a
+// group verified only if every key it checked was stored under that group
+// and the generation it probed is unchanged. So a verified group's keys all
+// point at it, and any removal of one of them reaches it: a removal
+// invalidates its key's group and its labelled group, nothing else.
+//
 // Verification. A group's verification word packs (verify epoch, layout id).
-// It counts only while its epoch is the index's current one, so "drop every
-// group's verification" (an unlabelled removal, a clear) is one epoch bump
-// instead of a walk over every group.
+// It counts only while its epoch is the index's current one, so a clear
+// drops every verification with one epoch bump instead of a walk.
 #pragma once
 
 #include <array>
@@ -23,9 +34,9 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
 #include "index/rw_lock.h"
@@ -57,12 +68,23 @@ struct IndexOptions {
   uint64_t max_entries = kDefaultMaxEntries;  // keys + groups
 };
 
+// A present key's group: a slot number of the group table's, 0 for none.
+using GroupRef = uint32_t;
+inline constexpr GroupRef kNoGroup = 0;
+
 // What a query learned about a group before checking its keys.
 struct GroupProbe {
   bool verified = false;     // verified for the asking layout: a hit, no key check needed
   bool exists = false;       // the group is known (it can be marked verified)
   uint64_t generation = 0;   // changes whenever the group is invalidated
   uint32_t verify_epoch = 0; // epoch the verification would be made in
+  GroupRef ref = kNoGroup;   // what the group's keys refer to it by
+};
+
+// What a query learned about a page's keys.
+struct KeyCheck {
+  bool all_present = false;      // every key is present
+  bool all_under_group = false;  // ... and each was stored under the expected group
 };
 
 class Index {
@@ -85,18 +107,21 @@ class Index {
 
   bool Contains(std::string_view tenant, std::string_view object_key) const;
   bool ContainsKey(const Fingerprint& key) const;
-  // Whether every key is present, looked up under one lock hold with the
-  // table lines of all of them prefetched first, so their cache misses
-  // overlap. Callers keep `keys` short (one page's worth).
-  bool ContainsAll(std::span<const Fingerprint> keys) const;
+  // Whether every key is present, and whether each was stored under
+  // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
+  // with the table lines of all of them prefetched first, so their cache
+  // misses overlap. Callers keep `keys` short (one page's worth).
+  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const;
+  bool ContainsAll(std::span<const Fingerprint> keys) const { return CheckKeys(keys, kNoGroup).all_present; }
 
   // Reads a group's state for `layout`. Fingerprints come from FingerprintOf
   // with the tenant's seed.
   GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const;
 
-  // Marks `group` verified for `layout` after a query proved every key of it
-  // present, but only if nothing invalidated the group since `probe` was
-  // taken (same generation, same verify epoch). Returns whether it marked.
+  // Marks `group` verified for `layout` after a query proved every key of
+  // its page present and stored under it (CheckKeys with probe.ref), but
+  // only if nothing invalidated the group since `probe` was taken (same
+  // generation, same verify epoch). Returns whether it marked.
   bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout);
 
   // ---- counters ----
@@ -122,16 +147,34 @@ class Index {
     }
   };
 
+  // Written only with tables_lock_ held exclusively, except the
+  // verification word (see VerificationWord).
   struct GroupState {
-    uint64_t generation = 0;  // written only with tables_lock_ held exclusively
+    uint64_t generation = 0;
     VerificationWord verification;
+    GroupRef ref = kNoGroup;  // fixed for the group's life
+    uint32_t keys = 0;        // present keys stored under it; the group goes at 0
   };
 
-  using KeyTable = absl::flat_hash_set<Fingerprint, FingerprintHash>;
+  // A key fingerprint as four 32-bit words: 4-byte aligned, so a key table
+  // slot with its GroupRef takes 20 bytes instead of 24.
+  struct PackedKey {
+    uint32_t words[4];
+    explicit PackedKey(const Fingerprint& f)
+        : words{static_cast<uint32_t>(f.low), static_cast<uint32_t>(f.low >> 32), static_cast<uint32_t>(f.high),
+                static_cast<uint32_t>(f.high >> 32)} {}
+    friend bool operator==(const PackedKey&, const PackedKey&) = default;
+  };
+  struct PackedKeyHash {
+    size_t operator()(const PackedKey& k) const { return (size_t{k.words[1]} << 32) | k.words[0]; }
+  };
+
+  using KeyTable = absl::flat_hash_map<PackedKey, GroupRef, PackedKeyHash>;
   using GroupTable = absl::flat_hash_map<Fingerprint, GroupState, FingerprintHash>;
 
   // Shards use the high half of the fingerprint; the tables hash the low half.
   static size_t ShardOf(const Fingerprint& f) { return static_cast<size_t>(f.high >> (64 - kShardBits)); }
+  static size_t ShardOf(const PackedKey& k) { return static_cast<size_t>(k.words[3] >> (32 - kShardBits)); }
 
   static uint64_t PackVerification(uint32_t epoch, LayoutId layout) {
     return (uint64_t{epoch} << 32) | layout;
@@ -143,10 +186,15 @@ class Index {
   // With apply_mu_ held. ApplyEvent takes tables_lock_ itself; the helpers
   // below it expect it held exclusively.
   void ApplyEvent(uint64_t sequence, const Event& event);
-  void StoreKey(const Fingerprint& key);
-  void RemoveKey(const Fingerprint& key);
-  void InvalidateGroup(const Fingerprint& group);
-  void EraseGroup(const Fingerprint& group);
+  void StoreKey(const Fingerprint& key, const Fingerprint* group);
+  void RemoveKey(const Fingerprint& key, const Fingerprint* label);
+  GroupState* FindGroup(const Fingerprint& group);
+  // The group's state, created if need be (null when there is no room),
+  // invalidated: a key is about to be stored under it.
+  GroupState* AcquireGroup(const Fingerprint& group);
+  // A key stored under `ref` leaves it: invalidated, erased with its last key.
+  void DetachKey(GroupRef ref);
+  void Invalidate(GroupState& state);
   void DropAllVerification();
   void ForgetVerification(const GroupState& state);
   // With apply_mu_ held and tables_lock_ not held: takes it shard by shard.
@@ -162,6 +210,12 @@ class Index {
   mutable RwLock tables_lock_;
   std::array<KeyTable, kShards> key_shards_;
   std::array<GroupTable, kShards> group_shards_;
+
+  // Writer only (apply_mu_), never read by queries: the group each ref
+  // stands for, and the refs of erased groups, for reuse. A ref is reused
+  // only once no key refers to it.
+  std::vector<Fingerprint> group_of_ref_{Fingerprint{}};  // [kNoGroup] unused
+  std::vector<GroupRef> free_refs_;
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};

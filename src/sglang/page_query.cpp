@@ -15,26 +15,30 @@ namespace {
 // cache misses of a page's keys overlap instead of queueing.
 constexpr uint32_t kKeysPerRound = 16;
 
-// Whether every key of `level` is present. `likely_absent` (the page's group
-// is unknown, so SGLang most likely never stored it) first looks up the
-// first key alone: a missing page then costs one fingerprint and one lookup
-// instead of a round of them. Either way a hit has checked every key.
-// `fingerprints` is the caller's scratch of kKeysPerRound entries.
-bool AllKeysPresent(const Index& index, const Layout& layout, const Layout::Level& level, KeyBuffer& key,
-                    bool likely_absent, Fingerprint* fingerprints) {
+// Whether every key of `level` is present, and whether every one was stored
+// under the page's group (`probe.ref`). When the group is unknown (SGLang
+// most likely never stored the page) the first key is looked up alone: a
+// missing page then costs one fingerprint and one lookup instead of a round
+// of them. Either way a hit has checked every key. `fingerprints` is the
+// caller's scratch of kKeysPerRound entries.
+KeyCheck CheckPageKeys(const Index& index, const Layout& layout, const Layout::Level& level, KeyBuffer& key,
+                       const GroupProbe& probe, Fingerprint* fingerprints) {
   const uint64_t seed = layout.tenant_seed();
   uint32_t first = level.first_suffix;
   const uint32_t end = first + level.n_suffixes;
-  if (likely_absent) {
-    if (!index.ContainsKey(FingerprintOf(seed, key.With(layout.Suffix(first))))) return false;
+  KeyCheck page{true, probe.exists};
+  if (!probe.exists) {
+    if (!index.ContainsKey(FingerprintOf(seed, key.With(layout.Suffix(first))))) return KeyCheck{};
     ++first;
   }
   for (; first < end; first += kKeysPerRound) {
     const uint32_t n = end - first < kKeysPerRound ? end - first : kKeysPerRound;
     for (uint32_t k = 0; k < n; ++k) fingerprints[k] = FingerprintOf(seed, key.With(layout.Suffix(first + k)));
-    if (!index.ContainsAll(std::span<const Fingerprint>(fingerprints, n))) return false;
+    const KeyCheck round = index.CheckKeys(std::span<const Fingerprint>(fingerprints, n), probe.ref);
+    if (!round.all_present) return KeyCheck{};
+    page.all_under_group = page.all_under_group && round.all_under_group;
   }
-  return true;
+  return page;
 }
 
 // The query proper, whatever the source of the page hashes. `write_hash(page,
@@ -62,12 +66,15 @@ PageQueryResult Run(Index& index, const Layout& layout, size_t n_pages, WriteHas
       if (probe.verified) {
         hit = true;
         ++result.fast_path;
-      } else if (AllKeysPresent(index, layout, level, key, /*likely_absent=*/!probe.exists, fingerprints)) {
+      } else if (const KeyCheck keys = CheckPageKeys(index, layout, level, key, probe, fingerprints);
+                 keys.all_present) {
         hit = true;
-        // Refused if the group changed since the probe: then the keys seen
-        // may not be the group's whole object set, but the page itself was
-        // proven present just now, so it still counts as a hit.
-        index.MarkVerified(group_id, probe, level.id);
+        // Only a page whose keys were all stored under its group may be
+        // answered by the group later: the removal of any of them then
+        // reaches the group. Refused too if the group changed since the
+        // probe (the keys seen may not be its current object set). Either
+        // way the page was proven present just now: a hit.
+        if (keys.all_under_group) index.MarkVerified(group_id, probe, level.id);
       }
     }
     hits[page] = hit ? 1 : 0;

@@ -4,10 +4,13 @@
 //
 // Per page: hash it, probe its group; a group verified under the page's
 // layout id answers with that one lookup (the fast path). Otherwise every
-// key the page needs is fingerprinted and looked up; all present is a hit,
-// and the group is marked verified -- which the index refuses if anything
-// invalidated the group since the probe, while the page still reports the
-// hit it proved. A page needing no key is a miss.
+// key the page needs is fingerprinted and looked up; all present is a hit.
+// If every key was also stored under the page's group, the group is marked
+// verified -- which the index refuses if anything invalidated the group
+// since the probe, while the page still reports the hit it proved. Keys
+// present under no group or another group make a hit on this exact path
+// only (their removal would not reach this group). A page needing no key
+// is a miss.
 //
 // Page digests come from the querying thread's PageDigestMemo when it has
 // hashed the same page input before (a shared prompt prefix), from SHA-256

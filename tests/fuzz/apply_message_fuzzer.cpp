@@ -9,8 +9,13 @@
 //     group's state (existence, generation, verification), the cursor;
 //   - SCI_OK moves the cursor to the message's sequence and counts exactly
 //     one batch (applied or duplicate); a duplicate changes no key or group;
+//   - a production-format batch that begins a run (any sequence but 4, 5
+//     and 1 here) applies no stored event: they are counted in
+//     stores_withheld, and no key is present afterwards; other batches
+//     withhold nothing;
 //   - afterwards the page query reports a page as hit exactly when all of its
-//     keys are present (never a false hit, and the query stays exact).
+//     keys are present (never a false hit, and the query stays exact), and a
+//     verified page has every key stored under its group (verified_pages.h).
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +32,8 @@
 #include "multipart_input.h"
 #include "sglang/page_hash.h"
 #include "shared_cache_index.h"
+#include "verified_pages.h"
+#include "wire/wire_decoder.h"
 
 namespace sci::fuzz {
 namespace {
@@ -46,6 +53,7 @@ struct TenantKey {
 
 struct Fixture {
   sci_layout* layout = nullptr;  // never freed: shared by every run
+  std::vector<std::string> hashes;
   std::vector<std::string> group_ids;
   std::vector<std::vector<std::string>> page_keys;
   std::vector<TenantKey> loose_keys;  // stored besides the pages
@@ -60,7 +68,8 @@ const Fixture& TheFixture() {
     spec.page_size = kPageSize;
     spec.tp_size = 1;
     SCI_FUZZ_CHECK(sci_layout_new(&spec, &f->layout) == SCI_OK, "%s", sci_last_error());
-    const std::vector<std::string> hashes = PageHashesHex(kTokens, kPageSize, false);
+    f->hashes = PageHashesHex(kTokens, kPageSize, false);
+    const std::vector<std::string>& hashes = f->hashes;
     for (size_t page = 0; page < hashes.size(); ++page) {
       f->group_ids.push_back(f->layout->impl->GroupId(hashes[page]));
       f->page_keys.push_back(f->layout->impl->KeysFor(hashes[page], page, hashes.size()));
@@ -132,7 +141,7 @@ bool SameGroups(const Snapshot& a, const Snapshot& b) {
 // Every field of sci_stats, so that a counter added later is not forgotten
 // here silently: the static_assert breaks when the struct grows.
 void ExpectUnchangedExceptMalformed(const sci_stats& before, const sci_stats& after) {
-  static_assert(sizeof(sci_stats) == 168, "sci_stats grew: compare the new fields below");
+  static_assert(sizeof(sci_stats) == 216, "sci_stats grew: compare the new fields below");
 #define SCI_SAME(field)                                                                                    \
   SCI_FUZZ_CHECK(before.field == after.field, "a malformed message changed " #field ": %llu -> %llu", \
                  static_cast<unsigned long long>(before.field), static_cast<unsigned long long>(after.field))
@@ -156,6 +165,12 @@ void ExpectUnchangedExceptMalformed(const sci_stats& before, const sci_stats& af
   SCI_SAME(pages_checked);
   SCI_SAME(page_hits);
   SCI_SAME(fast_path_hits);
+  SCI_SAME(resyncs);
+  SCI_SAME(resync_failures);
+  SCI_SAME(snapshot_keys);
+  SCI_SAME(resyncing);
+  SCI_SAME(leader_changes);
+  SCI_SAME(stores_withheld);
 #undef SCI_SAME
   SCI_FUZZ_CHECK(after.malformed_messages == before.malformed_messages + 1, "malformed_messages %llu -> %llu",
                  static_cast<unsigned long long>(before.malformed_messages),
@@ -176,6 +191,30 @@ void ExpectPagesAnsweredByTheirKeys(sci_index* index, const Fixture& f) {
     SCI_FUZZ_CHECK(hits[page] == (all_present ? 1 : 0), "page %zu: hit %d but all keys present is %d", page,
                    hits[page], all_present);
   }
+  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, *f.layout->impl, f.hashes);
+}
+
+// The early gap rule (docs/index-semantics.md): a production-format batch
+// that begins a run applies no stored event unless its sequence is 1. The
+// fixture is at sequence 4, so any other sequence than 4 (duplicate) and 5
+// begins one, after a clear: no key may be present afterwards.
+void ExpectEarlyGapRule(std::span<const std::span<const uint8_t>> frames, uint64_t sequence, const Snapshot& before,
+                        const Snapshot& after) {
+  DecodedMessage decoded;
+  SCI_FUZZ_CHECK(DecodeMessage(frames, &decoded, nullptr), "accepted but does not decode");
+  const bool begins_run = sequence != kPreloadSequence && sequence != kPreloadSequence + 1;
+  if (decoded.format != WireFormat::kMooncake || !begins_run || sequence == 1) {
+    SCI_FUZZ_CHECK(after.stats.stores_withheld == before.stats.stores_withheld,
+                   "stores withheld from a batch the rule does not cover");
+    return;
+  }
+  uint64_t stores = 0;
+  for (const Event& e : decoded.events) stores += e.kind == EventKind::kStored && !e.object_key.empty() ? 1 : 0;
+  SCI_FUZZ_CHECK(after.stats.stores_withheld == before.stats.stores_withheld + stores,
+                 "%llu stored events, %llu withheld", static_cast<unsigned long long>(stores),
+                 static_cast<unsigned long long>(after.stats.stores_withheld - before.stats.stores_withheld));
+  SCI_FUZZ_CHECK(after.stats.keys == 0, "%llu keys present after a run's first batch",
+                 static_cast<unsigned long long>(after.stats.keys));
 }
 
 }  // namespace
@@ -221,6 +260,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (sequence != kPreloadSequence + 1) {
       SCI_FUZZ_CHECK(after.stats.sequence_gaps == before.stats.sequence_gaps + 1, "gap not counted");
     }
+    ExpectEarlyGapRule(frames, sequence, before, after);
   }
   ExpectPagesAnsweredByTheirKeys(index, f);
   sci_index_free(index);

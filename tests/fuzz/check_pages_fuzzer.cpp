@@ -4,7 +4,8 @@
 // stored (all, some, none, or those of a different request length), with or
 // without their group ids, in an index that may be tiny (capacity refusals)
 // -> a few rounds of query, then removals / re-stores, then query again (so
-// verified groups and the fast path are exercised).
+// verified groups and the fast path are exercised). Stores and removals are
+// labelled with the page's group, none, or another page's.
 //
 // Invariants, besides "never crash":
 //   - sci_layout_new either succeeds or returns SCI_ERR_INVALID_ARGUMENT
@@ -14,7 +15,9 @@
 //     every key it needs (sci::Layout::KeysFor) is present (Index::Contains)
 //     -- never a false hit, and on one thread never a false miss either;
 //   - no hit for a key the harness never stored (a model of plain sets);
-//   - total_hits, prefix_hits and fast_path agree with the hits array.
+//   - total_hits, prefix_hits and fast_path agree with the hits array;
+//   - a page whose group is verified has every key present and stored under
+//     that group (verified_pages.h), whatever the labels said.
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -30,6 +33,7 @@
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
 #include "shared_cache_index.h"
+#include "verified_pages.h"
 
 namespace sci::fuzz {
 namespace {
@@ -158,6 +162,7 @@ void Query(sci_index* index, const sci_layout* layout, const Request& r, uint32_
   SCI_FUZZ_CHECK(result.prefix_hits == prefix, "prefix_hits %zu, counted %zu", result.prefix_hits, prefix);
   SCI_FUZZ_CHECK(result.fast_path <= result.total_hits, "fast_path %zu > total_hits %zu", result.fast_path,
                  result.total_hits);
+  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, *layout->impl, r.hashes);
 }
 
 void Run(FuzzInput& in) {
@@ -205,6 +210,8 @@ void Run(FuzzInput& in) {
   for (size_t page = 0; page < n_pages; ++page) {
     const uint8_t mode = in.Byte();
     const bool labelled = (mode & 0x10) == 0;
+    // Now and then labelled with the next page's group (a publisher bug).
+    const std::string& label = (mode & 0x80) != 0 && n_pages > 1 ? r.groups[(page + 1) % n_pages] : r.groups[page];
     std::vector<std::string> keys;
     switch (mode % 4) {
       case 0: keys = r.keys[page]; break;
@@ -226,7 +233,7 @@ void Run(FuzzInput& in) {
     // Now and then the right key under another tenant: must not count.
     const std::string store_tenant = (mode & 0x0C) == 0x0C ? model_tenant + "x" : tenant;
     for (const std::string& key : keys) {
-      batch.Add(SCI_EVENT_STORED, store_tenant, key, labelled ? r.groups[page] : std::string());
+      batch.Add(SCI_EVENT_STORED, store_tenant, key, labelled ? label : std::string());
       stored.insert(TenantKey(store_tenant, key));
     }
   }
@@ -252,7 +259,10 @@ void Run(FuzzInput& in) {
       const size_t page = in.Byte() % n_pages;
       if (r.keys[page].empty()) continue;
       const std::string& key = r.keys[page][in.Byte() % r.keys[page].size()];
-      const std::string group = (what & 4) != 0 ? r.groups[page] : std::string();
+      // The page's own group, none, or another page's (a mislabel).
+      const std::string group = (what & 4) != 0   ? r.groups[page]
+                                : (what & 8) != 0 ? r.groups[(page + 1 + what / 16) % n_pages]
+                                                  : std::string();
       if ((what & 3) == 0) {
         change.Add(SCI_EVENT_STORED, tenant, key, group);
         stored.insert(TenantKey(tenant, key));

@@ -56,7 +56,7 @@ std::string ReadFile(const fs::path& path) {
 }
 
 void GoldenSeeds(const fs::path& out, const fs::path& captures) {
-  for (const char* capture : {"basic", "burst", "overflow"}) {
+  for (const char* capture : {"basic", "burst", "overflow", "displaced-gap"}) {
     for (int m = 0;; ++m) {
       char stem[16];
       std::snprintf(stem, sizeof stem, "msg%04d", m);
@@ -87,14 +87,30 @@ void ProductionSeeds(const fs::path& out) {
   sci::MooncakeEvent unlabelled = removed;
   unlabelled.group_id = "";
   unlabelled.object_key = "0x2a";
+  // The fixture's second page: a label of the wrong page, and a key moved to it.
+  const std::string page1_group = "sglang-hicache:4ebfa8a1f3c341517621838c6e1b9aa350307e3f00b3cbd1a07ef740f54396d6";
+  sci::MooncakeEvent mislabelled = removed;
+  mislabelled.group_id = page1_group;
+  sci::MooncakeEvent moved = stored;
+  moved.group_id = page1_group;
   const std::vector<std::pair<std::string, std::vector<sci::MooncakeEvent>>> batches = {
-      {"stored", {stored}}, {"removed-labelled", {removed}}, {"removed-unlabelled", {unlabelled}},
+      {"stored", {stored}},
+      {"removed-labelled", {removed}},
+      {"removed-unlabelled", {unlabelled}},
+      {"removed-mislabelled", {mislabelled}},
+      {"stored-under-another-group", {moved}},
       {"mixed", {stored, removed, unlabelled}}};
   for (const auto& [name, events] : batches) {
     std::string payload;
     sci::EncodeMooncakePayload(1700000000000, events, &payload);
     WriteMessage(out, "mooncake-" + name, {"", Sequence(5), payload});
   }
+  // The same stores after a gap (7: a run begins, stores withheld) and from
+  // a restarted publisher (1: applied whole).
+  std::string payload;
+  sci::EncodeMooncakePayload(1700000000000, std::vector<sci::MooncakeEvent>{stored, moved, unlabelled}, &payload);
+  WriteMessage(out, "mooncake-gap-begins-a-run", {"", Sequence(7), payload});
+  WriteMessage(out, "mooncake-restart-at-one", {"", Sequence(1), payload});
 
   // An event type the decoder does not know, and the legacy `type` alone.
   msgpack::sbuffer b;
