@@ -31,6 +31,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <span>
 #include <string_view>
@@ -213,8 +214,9 @@ class Index {
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused
-  // only once no key refers to it.
-  std::vector<Fingerprint> group_of_ref_{Fingerprint{}};  // [kNoGroup] unused
+  // only once no key refers to it. A deque grows in small blocks: no copy
+  // of the whole array, and no doubling slack.
+  std::deque<Fingerprint> group_of_ref_{Fingerprint{}};  // [kNoGroup] unused
   std::vector<GroupRef> free_refs_;
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
