@@ -164,6 +164,11 @@ bool LoadSource(const CommandLine& flags, Source* source, std::string* error, in
     if (!ParseLayoutJson(text, &spec, error)) return false;
   }
   if (!ApplyLayoutFlags(flags, &spec, error)) return false;
+  if (spec.page_size == 0) {
+    *error = "--sglang-workload needs --page-size N (tokens per page, the router's block size; at least 1), "
+             "or \"page_size\" in --layout-json";
+    return false;
+  }
   std::string why;
   source->layout = Layout::Create(spec, &why);
   if (source->layout == nullptr) {
