@@ -243,11 +243,11 @@ class Tail {
       uint16_t id = 0;
       std::memcpy(&id, event.data(), sizeof id);
       Counters& counters = index_.counters();
-      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.load()) {
-        counters.subscriber_connected.store(true);
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.Get()) {
+        counters.subscriber_connected.Set(true);
         counters.subscriber_connects.Add();
-      } else if (id == ZMQ_EVENT_DISCONNECTED && counters.subscriber_connected.load()) {
-        counters.subscriber_connected.store(false);
+      } else if (id == ZMQ_EVENT_DISCONNECTED && counters.subscriber_connected.Get()) {
+        counters.subscriber_connected.Set(false);
         counters.subscriber_disconnects.Add();
       }
     }
@@ -308,7 +308,7 @@ int Main(int argc, char** argv) {
     tail.Run();
     const auto ran_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats())).Finish());
+    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats()).dump()).Finish());
     if (!tail.ever_connected()) {
       // Nothing received is not "the publisher was quiet" when nothing was
       // ever there to hear: say so, and fail.
