@@ -190,7 +190,7 @@ typedef struct sci_pool {
 } sci_pool;
 
 /* How one model's SGLang workers name their pages (the runtime config they
- * publish). Fields as in sglang-hicache.md; empty strings mean unset. */
+ * publish). Fields as in docs/sglang-hicache.md; empty strings mean unset. */
 typedef struct sci_layout_spec {
     uint32_t struct_size;
     uint32_t page_size;   /* tokens per page; must be > 0 */

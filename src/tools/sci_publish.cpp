@@ -54,7 +54,7 @@ constexpr FlagSpec kFlags[] = {
     {"key-prefix", "P", "layout: key_prefix (used with pools)"},
     {"tenant", "T", "layout: tenant the pages are stored under (default \"default\")"},
     {"pool", "SUFFIXES", "layout: an advertised pool, suffixes comma-separated, optionally @trailing=N (repeatable)"},
-    {"layout-json", "FILE", "layout from JSON (sglang-hicache.md field names); the flags above override it"},
+    {"layout-json", "FILE", "layout from JSON (docs/sglang-hicache.md field names); the flags above override it"},
     {"prompts", "N", "workload: prompts (default 1)"},
     {"pages", "P", "workload: whole pages per prompt (default 16)"},
     {"shared-prefix-pages", "S", "workload: leading pages every prompt shares (default 0)"},

@@ -1,5 +1,5 @@
 // One object event as the Mooncake master's production publisher writes it
-// (wire-formats.md, section 1). The encoder writes it; the decoder can fill
+// (docs/wire-formats.md, section 1). The encoder writes it; the decoder can fill
 // it back in full when asked (DecodedMessage::collect_mooncake_events), so
 // tools and tests see every field the index itself does not need.
 #pragma once
