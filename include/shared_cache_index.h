@@ -280,11 +280,12 @@ typedef struct sci_subscriber_options {
  * `endpoint` (tcp:// or ipc://) and applies every message it receives to
  * `index`, in arrival order, as sci_index_apply_message would. On success
  * *out owns the subscriber; release it with sci_subscriber_stop. The index
- * must outlive the subscriber.
+ * must outlive the subscriber (stop it before freeing the index).
  *
  * Errors: SCI_ERR_INVALID_ARGUMENT for a NULL index / opts / out, a
  * struct_size too small for stale_after_ms, an empty endpoint, one with a
- * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX;
+ * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX,
+ * an index that already has a subscriber (see below);
  * SCI_ERR_IO when the socket or thread cannot be created. An unreachable
  * tcp endpoint is not an error: ZeroMQ keeps reconnecting, and
  * subscriber_connected in sci_stats says whether it is connected.
@@ -299,9 +300,11 @@ typedef struct sci_subscriber_options {
  * a long disconnect. After such a clear the next batch is accepted at any
  * sequence. A silently dead peer is detected by ZMTP heartbeats.
  *
- * Use one subscriber per index: the index has a single sequence cursor, so
- * a second subscriber to the same publisher only adds duplicates, and one to
- * another publisher makes every batch look like a gap (constant clears).
+ * One subscriber per index: the index has a single sequence cursor, so a
+ * second subscriber to the same publisher would only add duplicates, and
+ * one to another publisher would make every batch look like a gap (constant
+ * clears). A second start on an index whose subscriber is not stopped is
+ * therefore refused; after sci_subscriber_stop the index takes a new one.
  * Log lines (connects, disconnects, stale clears, malformed messages) come
  * from the subscriber's thread through sci_set_log_callback. */
 sci_status sci_subscriber_start(sci_index *index,
@@ -311,7 +314,16 @@ sci_status sci_subscriber_start(sci_index *index,
 /* Stops the thread, closes the socket (dropping anything still queued) and
  * frees the subscriber. Returns promptly even when the publisher is silent
  * or gone. The index keeps its contents but no longer follows the publisher;
- * subscriber_connected drops to false. NULL is a no-op. */
+ * subscriber_connected drops to false. NULL is a no-op.
+ *
+ * It may be called from the log callback, on the subscriber's own thread
+ * too: `sub` is consumed and must not be used again whichever thread calls
+ * it. On its own thread it cannot wait for that thread, so it returns at
+ * once; after the callback returns, the thread finishes the step it was in
+ * (at most the message being applied, then subscriber_connected drops to
+ * false), receives nothing more and frees itself. The index may be freed
+ * right after this call even then: the library keeps what the exiting
+ * thread still touches alive until it is gone. */
 void sci_subscriber_stop(sci_subscriber *sub);
 
 /* ------------------------------------------------------------------------ */
@@ -372,12 +384,20 @@ sci_status sci_stats_format_prometheus(const sci_index *index, sci_str labels,
 
 /* Receives one log line (`msg`, `len` bytes, NUL-terminated as well) at
  * `level`. May be called from any thread, including the subscriber's, and
- * from several at once; it must not call sci_set_log_callback or the
- * library's *_free / *_stop functions. */
+ * from several at once. It may call any function of the library, including
+ * sci_subscriber_stop (of any subscriber, its own included) and
+ * sci_set_log_callback (which then takes effect once this callback has
+ * returned). It must not free a handle that the library call it was
+ * logged from is using (the index of the sci_index_apply_message that
+ * logged, for instance), except that a subscriber's own lines may stop it
+ * and then free its index. */
 typedef void (*sci_log_fn)(void *user, int32_t level, const char *msg, size_t len);
 
 /* Routes the library's log lines to `fn` (process-wide). The library prints
- * nothing by itself; NULL silences it (the default). */
+ * nothing by itself; NULL silences it (the default). Once this returns, the
+ * previous callback is running on no thread and is never called again, so
+ * its `user` may be freed. Called from inside a callback, it takes effect
+ * when that callback returns instead (the last such call wins). */
 void sci_set_log_callback(sci_log_fn fn, void *user);
 
 #ifdef __cplusplus

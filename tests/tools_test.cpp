@@ -192,10 +192,14 @@ TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
   EXPECT_EQ(lines[0]["events"][0]["tenant_id"], "default");
   EXPECT_EQ(lines[0]["events"][0]["medium"], "cpu");
   EXPECT_EQ(lines[0]["events"][1]["medium"], "disk");
+  // Production messages also show the fields the index does not use.
+  EXPECT_EQ(lines[0]["events"][0]["event_id"], 1);
+  EXPECT_EQ(lines[0]["events"][1]["event_id"], 2);
   EXPECT_FALSE(lines[0].contains("gap"));
 
   EXPECT_EQ(lines[1]["sequence"], 2);
   EXPECT_EQ(lines[1]["events"][0]["type"], "removed");
+  EXPECT_EQ(lines[1]["events"][0]["event_id"], 3);
   EXPECT_FALSE(lines[1].contains("gap"));
 
   EXPECT_EQ(lines[2]["sequence"], 6);

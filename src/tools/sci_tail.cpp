@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "command_line.h"
+#include "encode/mooncake_payload_reader.h"
 #include "index/index.h"
 #include "json_writer.h"
 #include "wire/message_apply.h"
@@ -83,10 +84,10 @@ bool PrintLine(const std::string& line) {
          std::fflush(stdout) == 0;
 }
 
-std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate) {
+// `full`: the same message read with every production field (event ids), or
+// null for the other formats.
+std::string MessageLine(const DecodedMessage& message, const MooncakePayload* full, bool gap, bool duplicate) {
   JsonArray events;
-  const bool full = message.format == WireFormat::kMooncake &&
-                    message.mooncake_events.size() == message.events.size();
   for (size_t i = 0; i < message.events.size(); ++i) {
     const Event& event = message.events[i];
     JsonObject object;
@@ -95,7 +96,7 @@ std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate)
         .Bytes("group_id", event.group_id)
         .Bytes("tenant_id", event.tenant_id)
         .Bytes("medium", event.medium);
-    if (full) object.Uint("event_id", message.mooncake_events[i].event_id);
+    if (full != nullptr) object.Uint("event_id", full->events[i].event_id);
     events.Raw(object.Finish());
   }
   JsonObject line;
@@ -133,7 +134,6 @@ class Tail {
         context_(1),
         socket_(context_, zmq::socket_type::sub),
         monitor_(context_, zmq::socket_type::pair) {
-    scratch_.collect_mooncake_events = true;
   }
 
   bool Connect(std::string* error) {
@@ -224,7 +224,9 @@ class Tail {
       return true;
     }
     const Stats after = index_.GetStats();
-    stdout_ok_ = PrintLine(MessageLine(scratch_, after.sequence_gaps > before.sequence_gaps,
+    const bool full = scratch_.format == WireFormat::kMooncake && ReadMooncakePayload(spans[2], &full_, nullptr) &&
+                      full_.events.size() == scratch_.events.size();
+    stdout_ok_ = PrintLine(MessageLine(scratch_, full ? &full_ : nullptr, after.sequence_gaps > before.sequence_gaps,
                                        after.duplicate_batches > before.duplicate_batches));
     return true;
   }
@@ -261,6 +263,7 @@ class Tail {
   const int reconnect_ms_;
   Index index_;
   DecodedMessage scratch_;
+  MooncakePayload full_;
   uint64_t received_ = 0;
   bool stdout_ok_ = true;
   zmq::context_t context_;
