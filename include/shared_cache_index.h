@@ -10,21 +10,26 @@
  *
  * Conventions, for every function below:
  *   - Functions returning sci_status return SCI_OK (0) on success. On failure
- *     the index is unchanged and sci_last_error() describes what went wrong
- *     on the calling thread.
+ *     sci_last_error() describes what went wrong on the calling thread, and
+ *     nothing was changed, with one exception: when memory runs out in the
+ *     middle of applying a batch (SCI_ERR_NO_MEMORY from
+ *     sci_index_apply_events / sci_index_apply_message), the index is
+ *     cleared, since it cannot vouch for a half-applied batch.
  *   - Strings are sci_str (pointer + length, not NUL-terminated); `ptr` may be
  *     NULL only when `len` is 0. The library never keeps a caller's pointer
  *     after a call returns: it copies what it needs.
  *   - Every options / stats / result struct starts with `struct_size`, which
  *     the caller sets to sizeof(the struct) as compiled. The library reads or
  *     writes only that many bytes, so callers built against an older header
- *     keep working when fields are appended.
+ *     keep working when fields are appended. Each has an initialiser macro
+ *     that sets struct_size and zeroes the rest (zero means "default"):
+ *         sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
  *   - Every function may be called concurrently from any number of threads,
  *     except *_free and *_stop, which must not race with other uses of the
  *     same handle.
  *   - No C++ exception and no abort() ever crosses this boundary.
  *
- * ABI contract: ../shared/docs/c-api.md (version SCI_ABI_VERSION).
+ * ABI contract: docs/c-api.md in the source tree (version SCI_ABI_VERSION).
  */
 #ifndef SHARED_CACHE_INDEX_H
 #define SHARED_CACHE_INDEX_H
@@ -56,7 +61,7 @@ typedef int32_t sci_status;
 #define SCI_ERR_INVALID_ARGUMENT 1 /* NULL / too-small struct_size / bad value */
 #define SCI_ERR_DECODE 2           /* malformed wire message (nothing applied) */
 #define SCI_ERR_IO 3               /* socket or thread could not be set up */
-#define SCI_ERR_NO_MEMORY 4        /* allocation failed (index unchanged) */
+#define SCI_ERR_NO_MEMORY 4        /* allocation failed (mid-batch: the index is cleared) */
 #define SCI_ERR_BUFFER_TOO_SMALL 5 /* an output buffer cannot hold the answer */
 #define SCI_ERR_INTERNAL 6         /* a bug: please report the message */
 
@@ -76,6 +81,17 @@ typedef struct sci_bytes {
     size_t len;
 } sci_bytes;
 
+/* The value of a struct with a leading struct_size: struct_size set to the
+ * size this caller was compiled with, every other field zero. Used by the
+ * SCI_*_INIT macros below; valid C (a designated initialiser) and C++ (an
+ * expression, so it also works where C++ wants one). */
+#ifdef __cplusplus
+#define SCI_STRUCT_INIT_(type) \
+    ([] { type sci_init_{}; sci_init_.struct_size = sizeof(type); return sci_init_; }())
+#else
+#define SCI_STRUCT_INIT_(type) {.struct_size = sizeof(type)}
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* The index                                                                */
 /* ------------------------------------------------------------------------ */
@@ -89,6 +105,7 @@ typedef struct sci_index_options {
      * (capacity_refusals); the index keeps serving and never wipes itself. */
     uint64_t max_entries;
 } sci_index_options;
+#define SCI_INDEX_OPTIONS_INIT SCI_STRUCT_INIT_(sci_index_options)
 
 /* Creates an empty index. `opts` may be NULL for defaults. On success *out
  * owns a new index that the caller releases with sci_index_free. */
@@ -173,7 +190,7 @@ typedef struct sci_pool {
 } sci_pool;
 
 /* How one model's SGLang workers name their pages (the runtime config they
- * publish). Fields as in sglang-hicache.md; empty strings mean unset. */
+ * publish). Fields as in docs/sglang-hicache.md; empty strings mean unset. */
 typedef struct sci_layout_spec {
     uint32_t struct_size;
     uint32_t page_size;   /* tokens per page; must be > 0 */
@@ -189,6 +206,7 @@ typedef struct sci_layout_spec {
     const sci_pool *pools; /* NULL / 0 = no advertised pools */
     size_t n_pools;
 } sci_layout_spec;
+#define SCI_LAYOUT_SPEC_INIT SCI_STRUCT_INIT_(sci_layout_spec)
 
 /* Validates `spec` and builds an immutable layout (it copies everything it
  * needs; `spec` may be freed afterwards). The layout may be shared by any
@@ -212,6 +230,7 @@ typedef struct sci_page_result {
     size_t prefix_hits; /* leading run of hit pages */
     size_t fast_path;   /* pages answered by an already-verified group */
 } sci_page_result;
+#define SCI_PAGE_RESULT_INIT SCI_STRUCT_INIT_(sci_page_result)
 
 /* The router's query: for each whole page of `tokens` (u32 token ids),
  * hits[i] = 1 when every physical object of page i is present, else 0.
@@ -255,6 +274,7 @@ typedef struct sci_subscriber_options {
     uint32_t reconnect_max_ms; /* reconnect back-off ceiling; 0 = 5000 ms */
     uint32_t stale_after_ms;   /* disconnected longer => cleared, answers miss; 0 = 10000 ms */
 } sci_subscriber_options;
+#define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
 /* Starts a background thread that connects a ZeroMQ SUB socket to
  * `endpoint` (tcp:// or ipc://) and applies every message it receives to
@@ -334,6 +354,7 @@ typedef struct sci_stats {
     uint64_t page_hits;          /* pages found fully present */
     uint64_t fast_path_hits;     /* page hits answered by a verified group */
 } sci_stats;
+#define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 
 /* Fills `stats` with a snapshot of the counters. Each counter is read
  * atomically; the set is not one atomic snapshot. Never blocks writers. */

@@ -1,4 +1,4 @@
-// Each wire format of wire-formats.md, encoded in the test with msgpack-cxx's
+// Each wire format of docs/wire-formats.md, encoded in the test with msgpack-cxx's
 // packer exactly as the documents describe, and each category of malformed
 // message. Then ApplyMessage: malformed messages are counted, logged and
 // change nothing.

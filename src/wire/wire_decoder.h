@@ -1,5 +1,5 @@
 // Decodes one ZeroMQ multipart KV-event message, in any wire format of
-// ../shared/docs/wire-formats.md, into the events the index applies.
+// docs/wire-formats.md, into the events the index applies.
 //
 // Formats and how they are told apart (per event, never by frame or order):
 //   - kMooncake: production Mooncake master. Events are msgpack maps that
