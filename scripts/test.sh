@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test:
-#   1. the release build and its whole ctest suite,
-#   2. the suite again under AddressSanitizer + UBSan, and the concurrent
-#      suites under ThreadSanitizer (scripts/test-sanitizers.sh),
-#   3. the Rust example (rust-example/): bindings in sync with the header,
-#      then its cargo test against this build,
-# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 2 for
-# a quick local run. Assumes scripts/install-deps.sh has run.
+# Installs what is missing, builds everything and runs every test, in this
+# order:
+#   1. scripts/install-deps.sh (cheap when every package is there),
+#   2. the RelWithDebInfo build into [build-dir] (default build/),
+#   3. the lock discipline: the library's objects compiled by clang with
+#      -Wthread-safety as errors (compile only, build-thread-safety/): the
+#      abseil annotations of src/index/ are checked, not just written,
+#   4. the suite under AddressSanitizer + UBSan, and the concurrent suites
+#      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
+#      build-tsan/),
+#   5. the whole ctest suite of the build of stage 2,
+#   6. the Rust example (rust-example/): bindings in sync with the header,
+#      then its cargo test against that build.
+# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 4 for
+# a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+echo "== dependencies"
+scripts/install-deps.sh
+
 echo "== build ($build)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$jobs"
+
+echo "== lock discipline: clang -Wthread-safety (build-thread-safety)"
+cmake -S . -B build-thread-safety -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
+  -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build build-thread-safety -j"$jobs" --target sci_objects
 
 if [[ ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
   echo "== sanitizers"

@@ -46,8 +46,9 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("# HELP sci_fast_path_hits_total "), std::string::npos);
   EXPECT_NE(text.find("# TYPE sci_stores_withheld_total counter\nsci_stores_withheld_total 0\n"),
             std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 22 metrics, 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 22 * 3);
+  // Every sample line follows its HELP and TYPE lines: 27 metrics (the 21 of
+  // 1.0 and the 6 of 1.1), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 27 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {

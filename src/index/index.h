@@ -9,7 +9,8 @@
 // so neither side ever waits for the other's whole batch or query. The
 // tables are split into shards so that a table's rehash (growth, or clean-up
 // of removed slots) stalls readers for 1/64th of the index, not all of it.
-// Counters are atomics, readable at any moment.
+// Counters are atomics, readable at any moment. These rules are checked by
+// clang's -Wthread-safety (abseil's annotations below; scripts/test.sh).
 //
 // Groups of keys. Each present key remembers the group it was stored under
 // as a 32-bit GroupRef (0 = none): a slot number the group keeps for as long
@@ -32,15 +33,16 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
-#include "index/rw_lock.h"
+#include "index/table_lock.h"
 #include "index/stats.h"
 
 namespace sci {
@@ -99,31 +101,35 @@ class Index {
   // Applies one batch under `sequence`: duplicate ignored, gap clears first.
   // A resync replaying buffered messages goes through here too, so the
   // first of them begins a run like any batch after a clear.
-  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain);
+  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain)
+      ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // Forgets keys, groups and the cursor; counts a clear.
-  void Clear();
+  void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
-  bool Contains(std::string_view tenant, std::string_view object_key) const;
-  bool ContainsKey(const Fingerprint& key) const;
+  bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
+  bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, and whether each was stored under
   // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
   // with the table lines of all of them prefetched first, so their cache
   // misses overlap. Callers keep `keys` short (one page's worth).
-  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const;
-  bool ContainsAll(std::span<const Fingerprint> keys) const { return CheckKeys(keys, kNoGroup).all_present; }
+  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_LOCKS_EXCLUDED(tables_lock_);
+  bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_LOCKS_EXCLUDED(tables_lock_) {
+    return CheckKeys(keys, kNoGroup).all_present;
+  }
 
   // Reads a group's state for `layout`. Fingerprints come from FingerprintOf
   // with the tenant's seed.
-  GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const;
+  GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // Marks `group` verified for `layout` after a query proved every key of
   // its page present and stored under it (CheckKeys with probe.ref), but
   // only if nothing invalidated the group since `probe` was taken (same
   // generation, same verify epoch). Returns whether it marked.
-  bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout);
+  bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // ---- counters ----
 
@@ -184,40 +190,46 @@ class Index {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
 
-  // With apply_mu_ held. ApplyEvent takes tables_lock_ itself; the helpers
-  // below it expect it held exclusively.
-  void ApplyEvent(uint64_t sequence, const Event& event);
-  void StoreKey(const Fingerprint& key, const Fingerprint* group);
-  void RemoveKey(const Fingerprint& key, const Fingerprint* label);
-  GroupState* FindGroup(const Fingerprint& group);
+  // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
+  // held exclusively.
+  void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void StoreKey(const Fingerprint& key, const Fingerprint* group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void RemoveKey(const Fingerprint& key, const Fingerprint* label)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  GroupState* FindGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The group's state, created if need be (null when there is no room),
   // invalidated: a key is about to be stored under it.
-  GroupState* AcquireGroup(const Fingerprint& group);
+  GroupState* AcquireGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // A key stored under `ref` leaves it: invalidated, erased with its last key.
-  void DetachKey(GroupRef ref);
-  void Invalidate(GroupState& state);
-  void DropAllVerification();
-  void ForgetVerification(const GroupState& state);
-  // With apply_mu_ held and tables_lock_ not held: takes it shard by shard.
-  void ClearTables();
-  void ResetCursor();
+  void DetachKey(GroupRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void Invalidate(GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void DropAllVerification() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void ForgetVerification(const GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Takes tables_lock_ shard by shard.
+  void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
-  // Writer only, without the lock: touches the slots an event will update.
-  void WarmUp(const Fingerprint& key, const Fingerprint* group) const;
+  // Touches the slots an event will update, without tables_lock_: the writer
+  // (apply_mu_) is the only thread that changes the tables, so it may read
+  // them unlocked. The analysis cannot know that; see the definition.
+  void WarmUp(const Fingerprint& key, const Fingerprint* group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const uint64_t max_entries_;
 
   // Guards every table below: see "Concurrency" above.
-  mutable RwLock tables_lock_;
-  std::array<KeyTable, kShards> key_shards_;
-  std::array<GroupTable, kShards> group_shards_;
+  mutable TableLock tables_lock_;
+  std::array<KeyTable, kShards> key_shards_ ABSL_GUARDED_BY(tables_lock_);
+  std::array<GroupTable, kShards> group_shards_ ABSL_GUARDED_BY(tables_lock_);
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused
   // only once no key refers to it. A deque grows in small blocks: no copy
   // of the whole array, and no doubling slack.
-  std::deque<Fingerprint> group_of_ref_{Fingerprint{}};  // [kNoGroup] unused
-  std::vector<GroupRef> free_refs_;
+  std::deque<Fingerprint> group_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};  // [kNoGroup] unused
+  std::vector<GroupRef> free_refs_ ABSL_GUARDED_BY(apply_mu_);
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};
@@ -229,10 +241,11 @@ class Index {
   std::atomic<uint64_t> verify_state_{uint64_t{1} << 32};
 
   // Serialises writers; guards the cursor and the generation counter.
-  std::mutex apply_mu_;
-  bool has_sequence_ = false;
-  uint64_t last_sequence_ = 0;
-  uint64_t next_generation_ = 1;
+  // Taken before tables_lock_, never after it.
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
+  bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
+  uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};
