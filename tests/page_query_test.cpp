@@ -425,16 +425,21 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
 
 TEST_F(PageQuery, UnlabelledRemovalBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   const auto layout = Make(Mha(2, 1));
-  const std::vector<uint32_t> tokens = Tokens(2);
+  // 17 pages: the query probes pages 0-15 together (one round), and page 16
+  // in the next round, after the removal lands.
+  constexpr size_t kPages = 17;
+  const std::vector<uint32_t> tokens = Tokens(kPages);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
   Apply({Event{EventKind::kStored, "unrelated", {}, {}, "cpu"}});
   Interleave interleave{&index_, &next_sequence_, 0, {Event{EventKind::kRemoved, "unrelated", {}, {}, "cpu"}}};
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
-  EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
-  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));  // probed after the removal
+  EXPECT_EQ(Hits(), std::vector<int>(kPages, 1));
+  for (size_t page = 0; page < 16; ++page) {
+    EXPECT_FALSE(Verified(*layout, hashes[page], page, kPages)) << page;  // probed before the removal
+  }
+  EXPECT_TRUE(Verified(*layout, hashes[16], 16, kPages));  // probed after it
 }
 
 TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {
