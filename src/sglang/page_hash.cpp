@@ -136,19 +136,20 @@ const PageDigest& PageHasher::Next() {
     HashPage(page);
     return digest_;
   }
-  // Page 0's key is computed here; every later page's was computed (and its
-  // entry prefetched) by the call before, so a cold entry is already on its
-  // way while that page was hashed.
-  if (page == 0) key_ = MemoKey(0, nullptr);
+  if (!next_key_ready_) key_ = MemoKey(page, page == 0 ? nullptr : &key_);
+  next_key_ready_ = false;
   if (!memo_->Find(key_, &digest_)) {
     HashPage(page);
     memo_->Insert(key_, digest_);
   }
-  if (next_page_ < pages()) {
-    key_ = MemoKey(next_page_, &key_);
-    memo_->Prefetch(key_);
-  }
   return digest_;
+}
+
+void PageHasher::PrefetchNext() {
+  if (memo_ == nullptr || next_key_ready_ || next_page_ == 0 || next_page_ >= pages()) return;
+  key_ = MemoKey(next_page_, &key_);
+  next_key_ready_ = true;
+  memo_->Prefetch(key_);
 }
 
 void ToHex(const PageDigest& digest, char* out) {

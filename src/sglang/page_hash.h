@@ -150,6 +150,12 @@ class PageHasher {
   // Digest of the next page. Call at most pages() times.
   const PageDigest& Next();
 
+  // With a memo: computes the page after the last Next()'s memo key and
+  // starts its entry on its way into the cache, so the next Next() finds it
+  // there. For callers that will ask for that page (CheckPages); one that
+  // may stop (CheckPrefix) does not, and reads no unit past its last page.
+  void PrefetchNext();
+
  private:
   // Hands `sink(bytes, n)` page `page`'s units, as SHA-256 reads them after
   // the parent digest, in one or more pieces.
@@ -168,7 +174,8 @@ class PageHasher {
 
   size_t next_page_ = 0;
   PageDigest digest_{};
-  PageDigestMemo::Key key_{};  // the memo key of page next_page_ (with a memo)
+  PageDigestMemo::Key key_{};  // memo key of the last page returned, or of next_page_ once prefetched
+  bool next_key_ready_ = false;  // key_ is next_page_'s
 };
 
 // Writes the 64 lowercase hex characters of `digest` to `out` (no NUL).

@@ -230,18 +230,23 @@ bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
 
 // Page hashes of a request of tokens, from the thread's digest memo: a
 // prefix this thread has hashed before is not hashed again (page_hash.h).
+// With `look_ahead` (every page will be asked for), each page's memo entry
+// is prefetched while the page before it is answered.
 class TokenHashes {
  public:
-  TokenHashes(const Layout& layout, std::span<const uint32_t> tokens)
-      : hasher_(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread()) {}
+  TokenHashes(const Layout& layout, std::span<const uint32_t> tokens, bool look_ahead)
+      : hasher_(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread()),
+        look_ahead_(look_ahead) {}
   size_t pages() const { return hasher_.pages(); }
   bool operator()(size_t, char* out) {
     ToHex(hasher_.Next(), out);
+    if (look_ahead_) hasher_.PrefetchNext();
     return true;
   }
 
  private:
   PageHasher hasher_;
+  const bool look_ahead_;
 };
 
 }  // namespace
@@ -254,14 +259,14 @@ size_t PagesToCheck(const Layout& layout, size_t n_tokens, uint32_t block_size) 
 PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                            uint32_t block_size, std::span<uint8_t> hits, const PageQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
-  TokenHashes hashes(layout, tokens);
+  TokenHashes hashes(layout, tokens, /*look_ahead=*/true);
   return RunAllPages(index, layout, hashes.pages(), std::ref(hashes), hits, hooks);
 }
 
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                             uint32_t block_size) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
-  TokenHashes hashes(layout, tokens);
+  TokenHashes hashes(layout, tokens, /*look_ahead=*/false);
   auto write_hash = std::ref(hashes);
   Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, nullptr);
   const PageQueryResult result = query.Prefix();
