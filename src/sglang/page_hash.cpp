@@ -1,5 +1,6 @@
 #include "sglang/page_hash.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -130,26 +131,33 @@ void PageHasher::HashPage(size_t page) {
   SHA256_Final(digest_.data(), &ctx);
 }
 
+void PageHasher::ComputeNextKey() {
+  const size_t page = keys_known_++;
+  keys_[page % kKeyRing] = MemoKey(page, page == 0 ? nullptr : &keys_[(page - 1) % kKeyRing]);
+}
+
 const PageDigest& PageHasher::Next() {
   const size_t page = next_page_++;
   if (memo_ == nullptr) {
     HashPage(page);
     return digest_;
   }
-  if (!next_key_ready_) key_ = MemoKey(page, page == 0 ? nullptr : &key_);
-  next_key_ready_ = false;
-  if (!memo_->Find(key_, &digest_)) {
+  if (keys_known_ <= page) ComputeNextKey();
+  const PageDigestMemo::Key& key = keys_[page % kKeyRing];
+  if (!memo_->Find(key, &digest_)) {
     HashPage(page);
-    memo_->Insert(key_, digest_);
+    memo_->Insert(key, digest_);
   }
   return digest_;
 }
 
-void PageHasher::PrefetchNext() {
-  if (memo_ == nullptr || next_key_ready_ || next_page_ == 0 || next_page_ >= pages()) return;
-  key_ = MemoKey(next_page_, &key_);
-  next_key_ready_ = true;
-  memo_->Prefetch(key_);
+void PageHasher::LookAhead(size_t pages) {
+  if (memo_ == nullptr) return;
+  const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
+  while (keys_known_ < until) {
+    ComputeNextKey();
+    memo_->Prefetch(keys_[(keys_known_ - 1) % kKeyRing]);
+  }
 }
 
 void ToHex(const PageDigest& digest, char* out) {

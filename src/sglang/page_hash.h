@@ -137,7 +137,7 @@ class PageDigestMemo {
 };
 
 // Walks the chained digests of one request, page after page. Cheap to
-// construct (it holds only views and the previous digest); not thread-safe,
+// construct (it holds only views, the previous digest and a few memo keys); not thread-safe,
 // so each query owns one. With a memo, a page whose input the memo has seen
 // is looked up instead of hashed, and every page hashed is memoised.
 class PageHasher {
@@ -150,11 +150,15 @@ class PageHasher {
   // Digest of the next page. Call at most pages() times.
   const PageDigest& Next();
 
-  // With a memo: computes the page after the last Next()'s memo key and
-  // starts its entry on its way into the cache, so the next Next() finds it
-  // there. For callers that will ask for that page (CheckPages); one that
-  // may stop (CheckPrefix) does not, and reads no unit past its last page.
-  void PrefetchNext();
+  // With a memo: computes the memo keys of the next `pages` pages (at most
+  // kMaxLookAhead) not computed yet and starts their entries on their way
+  // into the cache, so that Next() finds them there: a cold entry costs a
+  // memory round trip, which only a look-ahead of several pages (several
+  // SHA-256 computations) hides. For callers that will ask for those pages
+  // (CheckPages); one that may stop (CheckPrefix) does not, and reads no
+  // unit past the pages it asked for.
+  static constexpr size_t kMaxLookAhead = 31;
+  void LookAhead(size_t pages);
 
  private:
   // Hands `sink(bytes, n)` page `page`'s units, as SHA-256 reads them after
@@ -174,8 +178,12 @@ class PageHasher {
 
   size_t next_page_ = 0;
   PageDigest digest_{};
-  PageDigestMemo::Key key_{};  // memo key of the last page returned, or of next_page_ once prefetched
-  bool next_key_ready_ = false;  // key_ is next_page_'s
+  // Memo keys of pages [keys_known_ - kKeyRing, keys_known_), by page modulo
+  // kKeyRing: those looked ahead, and the last page's, the parent of the next.
+  static constexpr size_t kKeyRing = kMaxLookAhead + 1;
+  void ComputeNextKey();
+  PageDigestMemo::Key keys_[kKeyRing];
+  size_t keys_known_ = 0;
 };
 
 // Writes the 64 lowercase hex characters of `digest` to `out` (no NUL).

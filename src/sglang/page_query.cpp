@@ -231,7 +231,7 @@ bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
 // Page hashes of a request of tokens, from the thread's digest memo: a
 // prefix this thread has hashed before is not hashed again (page_hash.h).
 // With `look_ahead` (every page will be asked for), each page's memo entry
-// is prefetched while the page before it is answered.
+// is prefetched a round of pages before it is hashed.
 class TokenHashes {
  public:
   TokenHashes(const Layout& layout, std::span<const uint32_t> tokens, bool look_ahead)
@@ -240,7 +240,7 @@ class TokenHashes {
   size_t pages() const { return hasher_.pages(); }
   bool operator()(size_t, char* out) {
     ToHex(hasher_.Next(), out);
-    if (look_ahead_) hasher_.PrefetchNext();
+    if (look_ahead_) hasher_.LookAhead(kPagesPerRound);
     return true;
   }
 
