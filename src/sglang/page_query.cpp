@@ -59,9 +59,11 @@ class Query {
     PendingPage* previous = rounds[1];
     size_t n_previous = 0;
     bool leading_run = true;
+    bool round_hits[kPagesPerRound];
     const auto answer = [&](size_t n) {
+      AnswerRound(previous, n, round_hits, &result);
       for (size_t i = 0; i < n; ++i) {
-        const bool hit = Answer(previous[i], &result);
+        const bool hit = round_hits[i];
         hits[previous[i].page] = hit ? 1 : 0;
         result.total_hits += hit ? 1 : 0;
         leading_run = leading_run && hit;
@@ -140,11 +142,58 @@ class Query {
     }
   }
 
+  // Answers a probed round. The keys of its unverified pages whose group is
+  // known (the exact path: a stored page not verified yet) are fingerprinted
+  // first and looked up under one lock hold with all their lines prefetched
+  // together, so the cache misses of the whole round overlap instead of
+  // queueing page by page. Other pages take Answer, one by one. Every hook
+  // runs before any key of the round is looked up.
+  void AnswerRound(const PendingPage* pages, size_t n, bool* hit, PageQueryResult* result) {
+    if (hooks_ != nullptr && hooks_->after_group_probe != nullptr) {
+      for (size_t i = 0; i < n; ++i) {
+        if (pages[i].checkable) hooks_->after_group_probe(hooks_->user, pages[i].page);
+      }
+    }
+    const uint64_t seed = layout_.tenant_seed();
+    uint32_t first_key[kPagesPerRound];
+    bool batched[kPagesPerRound] = {};
+    uint32_t used = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const PendingPage& page = pages[i];
+      const uint32_t n_keys = page.checkable ? page.level->n_suffixes : 0;
+      if (!page.checkable || page.probe.verified || !page.probe.exists || used + n_keys > kRoundKeys) continue;
+      key_.SetHash(std::string_view(page.hash, kPageHashHexLength));
+      for (uint32_t k = 0; k < n_keys; ++k) {
+        round_keys_[used + k] = FingerprintOf(seed, key_.With(layout_.Suffix(page.level->first_suffix + k)));
+      }
+      batched[i] = true;
+      first_key[i] = used;
+      used += n_keys;
+    }
+    if (used > 0) {
+      Index::Reader reader(index_);
+      for (uint32_t k = 0; k < used; ++k) reader.PrefetchKey(round_keys_[k]);
+      for (size_t i = 0; i < n; ++i) {
+        if (!batched[i]) continue;
+        const PendingPage& page = pages[i];
+        hit[i] = reader.ContainsAll(std::span<const Fingerprint>(round_keys_ + first_key[i], page.level->n_suffixes));
+        // Refused if the group changed since the probe (see ProveByKeys).
+        if (hit[i]) reader.MarkVerified(page.group, page.probe, page.level->id);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!batched[i]) hit[i] = Answer(pages[i], result, /*first_key_checked=*/false, /*hooked=*/true);
+    }
+  }
+
   // Whether a probed page is a hit: its group verified, else every key
   // present (which verifies the group, unless it changed since the probe).
-  bool Answer(const PendingPage& pending, PageQueryResult* result, bool first_key_checked = false) {
+  bool Answer(const PendingPage& pending, PageQueryResult* result, bool first_key_checked = false,
+              bool hooked = false) {
     if (!pending.checkable) return false;
-    if (hooks_ != nullptr && hooks_->after_group_probe != nullptr) hooks_->after_group_probe(hooks_->user, pending.page);
+    if (!hooked && hooks_ != nullptr && hooks_->after_group_probe != nullptr) {
+      hooks_->after_group_probe(hooks_->user, pending.page);
+    }
     if (pending.probe.verified) {
       ++result->fast_path;
       return true;
@@ -197,6 +246,9 @@ class Query {
   KeyBuffer key_;
   KeyBuffer group_;
   Fingerprint fingerprints_[kKeysPerRound];
+  // The keys of a round's exact-path pages (a tp8 round: 16 pages x 16 keys).
+  static constexpr uint32_t kRoundKeys = kPagesPerRound * kKeysPerRound;
+  Fingerprint round_keys_[kRoundKeys];
 };
 
 void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {
