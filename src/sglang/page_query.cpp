@@ -1,6 +1,7 @@
 #include "sglang/page_query.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -28,7 +29,7 @@ constexpr size_t kPagesPerRound = 16;
 struct PendingPage {
   size_t page = 0;
   const Layout::Level* level = nullptr;
-  bool checkable = false;  // a valid hash, and the page needs at least one key
+  bool checkable = false;  // the page needs at least one key
   char hash[kPageHashHexLength];
   Fingerprint group;
   GroupProbe probe;
@@ -36,8 +37,7 @@ struct PendingPage {
 
 // One query's state and steps, whatever the source of the page hashes.
 // `write_hash(page, out)` writes page `page`'s 64 hex characters to `out`
-// (pages come in order) and returns false when it has no valid hash for it
-// (then the page misses).
+// (pages come in order).
 template <typename WriteHash>
 class Query {
  public:
@@ -130,7 +130,8 @@ class Query {
     pending.page = page;
     pending.level = &layout_.LevelFor(page, n_pages_);
     pending.probe = GroupProbe{};
-    pending.checkable = write_hash_(page, pending.hash) && pending.level->n_suffixes > 0;
+    write_hash_(page, pending.hash);
+    pending.checkable = pending.level->n_suffixes > 0;
     if (!pending.checkable) return;
     group_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
     pending.group = FingerprintOf(layout_.tenant_seed(), group_.Bare());
@@ -290,10 +291,9 @@ class TokenHashes {
       : hasher_(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread()),
         look_ahead_(look_ahead) {}
   size_t pages() const { return hasher_.pages(); }
-  bool operator()(size_t, char* out) {
+  void operator()(size_t, char* out) {
     ToHex(hasher_.Next(), out);
     if (look_ahead_) hasher_.LookAhead(kPagesPerRound);
-    return true;
   }
 
  private:
@@ -333,9 +333,8 @@ PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pag
       index, layout, n_pages,
       [page_hash](size_t page, char* out) {
         const std::string_view hash = page_hash(page);
-        if (!IsPageHashHex(hash)) return false;
+        assert(IsPageHashHex(hash));  // validated at the boundary (see the header)
         std::memcpy(out, hash.data(), kPageHashHexLength);
-        return true;
       },
       hits, hooks);
 }
