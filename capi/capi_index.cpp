@@ -122,6 +122,11 @@ sci_status sci_index_stats(const sci_index* index, sci_stats* stats) {
     out.pages_checked = s.pages_checked;
     out.page_hits = s.page_hits;
     out.fast_path_hits = s.fast_path_hits;
+    out.resyncs = s.resyncs;
+    out.resync_failures = s.resync_failures;
+    out.snapshot_keys = s.snapshot_keys;
+    out.resyncing = s.resyncing;
+    out.leader_changes = s.leader_changes;
     sci::capi::WriteVersioned(out, stats);
     return SCI_OK;
   });

@@ -5,7 +5,7 @@
 int main(void) {
     sci_index_options options = {sizeof(sci_index_options), 0};
     sci_event event = {SCI_EVENT_STORED, {"k", 1}, {0, 0}, {0, 0}, {0, 0}};
-    sci_stats stats = {sizeof(sci_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0, 0, 0, 0, 0, 0};
+    sci_stats stats = {sizeof(sci_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0};
     sci_bytes frame = {0, 0};
     sci_index *index = 0;
     int ok = sci_index_new(&options, &index) == SCI_OK && sci_index_apply_events(index, 1, &event, 1) == SCI_OK &&

@@ -103,6 +103,14 @@ std::string FormatPrometheus(const Stats& s, std::string_view labels) {
       {"sci_page_hits_total", Type::kCounter, "Pages found fully present.", s.page_hits},
       {"sci_fast_path_hits_total", Type::kCounter, "Page hits answered by a verified group (one lookup).",
        s.fast_path_hits},
+      {"sci_resyncs_total", Type::kCounter, "Snapshots loaded and caught up with the stream.", s.resyncs},
+      {"sci_resync_failures_total", Type::kCounter,
+       "Resyncs failed: download error, time-out, malformed snapshot, buffer overflow or gap.", s.resync_failures},
+      {"sci_snapshot_keys", Type::kGauge, "Keys loaded by the last completed resync.", s.snapshot_keys},
+      {"sci_resyncing", Type::kGauge, "1 while a resync is under way (queries answer miss).", s.resyncing},
+      {"sci_leader_changes_total", Type::kCounter, "New Mooncake leader views followed (etcd).", s.leader_changes},
+      {"sci_etcd_failures_total", Type::kCounter, "Leader-view reads that found no etcd endpoint answering.",
+       s.etcd_failures},
   };
   std::string out;
   out.reserve(4096);

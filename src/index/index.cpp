@@ -95,6 +95,30 @@ void Index::Clear() {
   counters_.clears.Add();
 }
 
+void Index::Hold() {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  // Held before the tables are touched: a reader that takes the lock after
+  // any of the changes below sees the hold (the lock orders them).
+  held_.store(true, std::memory_order_relaxed);
+  ClearTables();
+}
+
+void Index::Release() {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  held_.store(false, std::memory_order_relaxed);
+}
+
+void Index::LoadKeys(std::span<const std::string_view> keys) {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  const uint64_t seed = TenantSeed({});
+  for (std::string_view object_key : keys) {
+    const Fingerprint key = FingerprintOf(seed, object_key);
+    WarmUp(key, nullptr);
+    WriterLock lock(tables_lock_);
+    StoreKey(key);
+  }
+}
+
 void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   switch (event.kind) {
     case EventKind::kAllCleared:
@@ -110,7 +134,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       counters_.ignored_events.Add();
       return;
   }
-  if (event.object_key.empty()) {
+  if (event.object_key.empty() || event.object_key.size() > kMaxObjectKeyBytes) {
     counters_.ignored_events.Add();
     return;
   }
@@ -257,11 +281,13 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 
 bool Index::ContainsKey(const Fingerprint& key) const {
   ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return false;
   return key_shards_[ShardOf(key)].contains(key);
 }
 
 bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
   ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return false;
   for (const Fingerprint& key : keys) key_shards_[ShardOf(key)].prefetch(key);
   for (const Fingerprint& key : keys) {
     if (!key_shards_[ShardOf(key)].contains(key)) return false;
@@ -271,6 +297,7 @@ bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
 
 GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
   ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   if (it == groups.end()) return GroupProbe{};
@@ -286,6 +313,7 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
 bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
   ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return false;
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   // A stored event for the group, or its removal, since the probe: what the
@@ -335,6 +363,12 @@ Stats Index::GetStats() const {
   s.pages_checked = counters_.pages_checked.Get();
   s.page_hits = counters_.page_hits.Get();
   s.fast_path_hits = counters_.fast_path_hits.Get();
+  s.resyncs = counters_.resyncs.Get();
+  s.resync_failures = counters_.resync_failures.Get();
+  s.snapshot_keys = counters_.snapshot_keys.Get();
+  s.resyncing = counters_.resyncing.load(std::memory_order_relaxed);
+  s.leader_changes = counters_.leader_changes.Get();
+  s.etcd_failures = counters_.etcd_failures.Get();
   return s;
 }
 

@@ -31,6 +31,12 @@ struct Stats {
   uint64_t pages_checked = 0;
   uint64_t page_hits = 0;
   uint64_t fast_path_hits = 0;
+  uint64_t resyncs = 0;
+  uint64_t resync_failures = 0;
+  uint64_t snapshot_keys = 0;
+  bool resyncing = false;
+  uint64_t leader_changes = 0;
+  uint64_t etcd_failures = 0;  // not in sci_stats (c-api.md fixes its fields); Prometheus shows it
 };
 
 class Counter {
@@ -61,6 +67,14 @@ struct Counters {
   Counter subscriber_connects;
   Counter subscriber_disconnects;
   Counter messages_received;
+
+  // Written by the subscriber's resync (feed/resync.h) and leader following.
+  Counter resyncs;          // snapshots loaded and caught up with the stream
+  Counter resync_failures;  // downloads failed, timed out, malformed, or aborted by a gap / overflow
+  Counter snapshot_keys;    // keys loaded by the last completed resync (a gauge, Set)
+  std::atomic<bool> resyncing{false};
+  Counter leader_changes;   // new leader views followed
+  Counter etcd_failures;    // leader-view reads that found no etcd endpoint answering (C++ / Prometheus only)
 
   // Bumped by readers: one add per query, not per page, to keep the hot path
   // off shared cache lines.

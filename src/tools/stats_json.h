@@ -31,6 +31,12 @@ inline std::string StatsJson(const Stats& s) {
       .Uint("pages_checked", s.pages_checked)
       .Uint("page_hits", s.page_hits)
       .Uint("fast_path_hits", s.fast_path_hits)
+      .Uint("resyncs", s.resyncs)
+      .Uint("resync_failures", s.resync_failures)
+      .Uint("snapshot_keys", s.snapshot_keys)
+      .Bool("resyncing", s.resyncing)
+      .Uint("leader_changes", s.leader_changes)
+      .Uint("etcd_failures", s.etcd_failures)
       .Finish();
 }
 

@@ -1,0 +1,98 @@
+#include "feed/leader_follower.h"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+
+namespace sci {
+
+LeaderFollower::LeaderFollower(Index& index, LeaderFollowerOptions options, OnLeader on_leader)
+    : index_(index), options_(std::move(options)), on_leader_(std::move(on_leader)), thread_([this] { Run(); }) {}
+
+LeaderFollower::~LeaderFollower() { Stop(); }
+
+void LeaderFollower::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (in_flight_ != nullptr) in_flight_->Cancel();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaderFollower::Run() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    try {
+      PollOnce();
+    } catch (const std::exception& e) {
+      Logf(LogLevel::kError, "leader view: %s", e.what());
+    }
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stopping_; });
+  }
+}
+
+void LeaderFollower::PollOnce() {
+  LeaderView view;
+  std::string error;
+  EtcdViewStatus status = EtcdViewStatus::kUnreachable;
+  std::vector<std::string> failures;
+  for (const std::string& endpoint : options_.etcd_endpoints) {
+    HttpDownload download;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      in_flight_ = &download;
+    }
+    status = ReadLeaderView(download, endpoint, options_.cluster_id, options_.request_timeout_ms,
+                            options_.proxy_from_env, &view, &error);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ = nullptr;
+    }
+    if (status != EtcdViewStatus::kUnreachable) break;
+    failures.push_back(absl::StrFormat("%s: %s", absl::CHexEscape(endpoint), error));
+  }
+
+  switch (status) {
+    case EtcdViewStatus::kUnreachable:
+      index_.counters().etcd_failures.Add();
+      if (!etcd_down_) {
+        Logf(LogLevel::kWarn, "leader view: etcd unreachable (%s); keeping the current leader",
+             absl::StrJoin(failures, "; "));
+      }
+      etcd_down_ = true;
+      return;
+    case EtcdViewStatus::kMalformed:
+      if (error != last_malformed_) {
+        Logf(LogLevel::kWarn, "leader view: ignored, %s; keeping the current leader", error);
+        last_malformed_ = error;
+      }
+      break;
+    case EtcdViewStatus::kAbsent:
+      break;
+    case EtcdViewStatus::kFound:
+      if (!have_view_ || view.address != current_.address ||
+          view.create_revision != current_.create_revision) {
+        have_view_ = true;
+        current_ = view;
+        index_.counters().leader_changes.Add();
+        Logf(LogLevel::kInfo, "leader view: leader is %s (revision %d)", absl::CHexEscape(view.address),
+             view.create_revision);
+        on_leader_(view);
+      }
+      break;
+  }
+  if (etcd_down_) Logf(LogLevel::kInfo, "leader view: etcd reachable again");
+  etcd_down_ = false;
+}
+
+}  // namespace sci
