@@ -96,9 +96,9 @@ TEST_F(LeaderFollowTest, FollowsEveryNewLeaderAndKeepsTheLastOneWhenEtcdFails) {
   EXPECT_EQ(S().leader_changes, 3u);
 
   // etcd gone: the current leader is kept and the failures are counted.
-  const uint64_t failures = S().etcd_failures;
+  const uint64_t failures = index_.counters().etcd_failures.Get();
   etcd_->Stop();
-  ASSERT_TRUE(WaitFor([&] { return S().etcd_failures >= failures + 2; }));
+  ASSERT_TRUE(WaitFor([&] { return index_.counters().etcd_failures.Get() >= failures + 2; }));
   second_->Store("after-etcd-died");
   ASSERT_TRUE(WaitFor([&] { return index_.Contains({}, "after-etcd-died"); }));
   EXPECT_EQ(S().leader_changes, 3u);

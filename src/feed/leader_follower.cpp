@@ -84,10 +84,12 @@ void LeaderFollower::PollOnce() {
           view.create_revision != current_.create_revision) {
         have_view_ = true;
         current_ = view;
-        index_.counters().leader_changes.Add();
         Logf(LogLevel::kInfo, "leader view: leader is %s (revision %d)", absl::CHexEscape(view.address),
              view.create_revision);
         on_leader_(view);
+        // Counted once followed: when the count moves, the old leader's
+        // state is already gone from the index.
+        index_.counters().leader_changes.Add();
       }
       break;
   }

@@ -45,7 +45,7 @@ void Resync::Begin(Clock::time_point /*now*/) {
   if (!enabled()) return;
   Reset();
   index_.Hold();
-  index_.counters().resyncing.store(true, std::memory_order_relaxed);
+  index_.counters().resyncing.Set(true);
   phase_ = Phase::kWaiting;
 }
 
@@ -58,7 +58,7 @@ void Resync::SetUrl(std::string url) {
   options_.snapshot_url = std::move(url);
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
-  index_.counters().resyncing.store(false, std::memory_order_relaxed);
+  index_.counters().resyncing.Set(false);
   // The caller decides what the index becomes; a hold must not outlive us.
   index_.Release();
 }
@@ -132,7 +132,7 @@ bool Resync::Poll(Clock::time_point now) {
   index_.Release();
   index_.counters().snapshot_keys.Set(keys);
   index_.counters().resyncs.Add();
-  index_.counters().resyncing.store(false, std::memory_order_relaxed);
+  index_.counters().resyncing.Set(false);
   Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed; serving", keys,
        absl::CHexEscape(options_.snapshot_url), replayed);
   return true;

@@ -186,7 +186,7 @@ class Subscriber::Loop {
       resync_.SetUrl({});  // stops a download; a stopped subscriber resyncs nothing
     } catch (...) {
     }
-    index_.counters().subscriber_connected.store(false, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(false);
     {
       std::lock_guard<std::mutex> lock(retarget_mu_);
       running_ = false;
@@ -277,7 +277,7 @@ class Subscriber::Loop {
       code = SubscriberError::kNone;
       if (connected_) {
         connected_ = false;
-        index_.counters().subscriber_connected.store(false, std::memory_order_relaxed);
+        index_.counters().subscriber_connected.Set(false);
       }
       trusted_ = false;
       stale_handled_ = false;
@@ -412,7 +412,7 @@ class Subscriber::Loop {
   void OnConnected(const std::string& address) {
     if (connected_) return;
     connected_ = true;
-    index_.counters().subscriber_connected.store(true, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(true);
     index_.counters().subscriber_connects.Add();
     // Not trusted yet: the first message on this connection must show that
     // nothing was lost while we were away.
@@ -426,7 +426,7 @@ class Subscriber::Loop {
     // a message proving the next connection.
     DrainData(-1);
     connected_ = false;
-    index_.counters().subscriber_connected.store(false, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(false);
     index_.counters().subscriber_disconnects.Add();
     if (trusted_) {
       trusted_ = false;
