@@ -224,6 +224,26 @@ TEST(ResyncTest, RetargetMovesToAnotherMaster) {
   EXPECT_TRUE(index.Contains({}, "on-second"));  // a refused retarget changes nothing
 }
 
+TEST(ResyncTest, StopDuringADownloadIsPromptAndLeavesNoHalfSnapshot) {
+  Master master;
+  for (int i = 0; i < 10; ++i) master.StoreLost("k" + std::to_string(i));
+  master.snapshot().Hold();  // the download hangs until the end of the test
+  Index index;
+  SubscriberOptions options = ResyncOptions(master);
+  options.snapshot_timeout_ms = 60000;
+  auto subscriber = StartSubscriber(index, options);
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  master.Tick();
+  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  const auto started = std::chrono::steady_clock::now();
+  subscriber->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);  // not the 60 s time-out
+  const Stats s = index.GetStats();
+  EXPECT_FALSE(s.resyncing);
+  EXPECT_EQ(s.keys, 0u);
+  EXPECT_EQ(s.resyncs, 0u);
+}
+
 TEST(ResyncTest, OptionsAreValidated) {
   Index index;
   SubscriberError code;
