@@ -4,11 +4,14 @@
 // ports on 127.0.0.2 and 127.0.0.3, as two hosts would.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "etcd_instance.h"
 #include "feed/etcd_view.h"
+#include "common/log.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "master_stand_in.h"
@@ -104,6 +107,32 @@ TEST_F(LeaderFollowTest, FollowsEveryNewLeaderAndKeepsTheLastOneWhenEtcdFails) {
   EXPECT_EQ(S().leader_changes, 3u);
   reader.Stop();
   EXPECT_EQ(reader.false_hits(), 0);
+}
+
+// A log callback may stop its own subscriber, also from a line the leader
+// follower's thread logs: that thread cannot be joined by itself, so it is
+// detached and finishes on its own (ASan / TSan check what it touches).
+std::atomic<Subscriber*> g_stop_on_leader_line{nullptr};
+std::atomic<bool> g_stopped{false};
+
+void StopOnLeaderLine(void*, int32_t, const char* msg, size_t) {
+  if (std::strstr(msg, "leader view: leader is") == nullptr) return;
+  if (Subscriber* s = g_stop_on_leader_line.exchange(nullptr)) {
+    s->Stop();
+    g_stopped.store(true);
+  }
+}
+
+TEST_F(LeaderFollowTest, AStopFromTheFollowersOwnLogLineIsSafe) {
+  auto subscriber = Follow();  // no view yet: nothing is logged about a leader
+  g_stop_on_leader_line.store(subscriber.get());
+  SetLogCallback(StopOnLeaderLine, nullptr);
+  ASSERT_TRUE(etcd_->Put(kViewKey, "127.0.0.2:50051"));
+  const bool stopped = WaitFor([] { return g_stopped.load(); });
+  SetLogCallback(nullptr, nullptr);
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(S().leader_changes, 0u);  // stopped before following it
+  subscriber.reset();
 }
 
 TEST(EtcdView, ParsesTheGatewaysAnswer) {

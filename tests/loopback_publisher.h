@@ -26,7 +26,7 @@
 #include <zmq.hpp>
 
 #include "encode/mooncake_encoder.h"
-#include "wire/mooncake_event.h"
+#include "encode/mooncake_event.h"
 
 namespace sci::testing {
 

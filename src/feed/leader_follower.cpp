@@ -11,19 +11,42 @@
 
 namespace sci {
 
-LeaderFollower::LeaderFollower(Index& index, LeaderFollowerOptions options, OnLeader on_leader)
-    : index_(index), options_(std::move(options)), on_leader_(std::move(on_leader)), thread_([this] { Run(); }) {}
+LeaderFollower::LeaderFollower(std::shared_ptr<Index> index_share, Index& index, LeaderFollowerOptions options,
+                               OnLeader on_leader)
+    : index_share_(std::move(index_share)),
+      index_(index),
+      options_(std::move(options)),
+      on_leader_(std::move(on_leader)),
+      thread_([this] { Run(); }) {}
 
-LeaderFollower::~LeaderFollower() { Stop(); }
+LeaderFollower::~LeaderFollower() {
+  RequestStop();
+  if (thread_.joinable()) thread_.join();
+}
 
-void LeaderFollower::Stop() {
+void LeaderFollower::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     if (in_flight_ != nullptr) in_flight_->Cancel();
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+}
+
+void LeaderFollower::Dispose(std::unique_ptr<LeaderFollower> follower) {
+  if (follower == nullptr) return;
+  follower->RequestStop();
+  if (follower->thread_.get_id() == std::this_thread::get_id()) {
+    follower->owned_by_thread_ = true;
+    follower->thread_.detach();
+    (void)follower.release();  // Run() deletes it on its way out
+  }
+  // Otherwise the destructor joins.
+}
+
+bool LeaderFollower::stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
 }
 
 void LeaderFollower::Run() noexcept {
@@ -38,6 +61,9 @@ void LeaderFollower::Run() noexcept {
     lock.lock();
     wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stopping_; });
   }
+  lock.unlock();
+  // Only this thread sets it (through Dispose() from a callback it ran).
+  if (owned_by_thread_) delete this;
 }
 
 void LeaderFollower::PollOnce() {
@@ -86,6 +112,9 @@ void LeaderFollower::PollOnce() {
         current_ = view;
         Logf(LogLevel::kInfo, "leader view: leader is %s (revision %d)", absl::CHexEscape(view.address),
              view.create_revision);
+        // The log line may have stopped the subscriber (a callback): then
+        // the loop behind on_leader_ may be gone.
+        if (stopping()) return;
         on_leader_(view);
         // Counted once followed: when the count moves, the old leader's
         // state is already gone from the index.

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,18 +38,29 @@ class LeaderFollower {
   // Called on the follower's thread for every new view (the first included).
   using OnLeader = std::function<void(const LeaderView& view)>;
 
-  LeaderFollower(Index& index, LeaderFollowerOptions options, OnLeader on_leader);
-  ~LeaderFollower();  // Stop()
+  // `index_share` keeps `index` alive for the thread (may own nothing when
+  // the caller guarantees it; see Subscriber::Start).
+  LeaderFollower(std::shared_ptr<Index> index_share, Index& index, LeaderFollowerOptions options,
+                 OnLeader on_leader);
+  ~LeaderFollower();  // RequestStop(), then joins
   LeaderFollower(const LeaderFollower&) = delete;
   LeaderFollower& operator=(const LeaderFollower&) = delete;
 
-  // Cancels a request in flight and joins. Idempotent.
-  void Stop();
+  // Stops polling and cancels a request in flight, without waiting. Any
+  // thread; idempotent. No new view is reported once it has returned.
+  void RequestStop();
+
+  // Stops and destroys `follower` (null: nothing). From the follower's own
+  // thread (a log callback that stops the subscriber) it cannot be joined:
+  // the thread is detached and deletes the follower once it has unwound.
+  static void Dispose(std::unique_ptr<LeaderFollower> follower);
 
  private:
   void Run() noexcept;
   void PollOnce();
+  bool stopping();
 
+  const std::shared_ptr<Index> index_share_;
   Index& index_;
   const LeaderFollowerOptions options_;
   const OnLeader on_leader_;
@@ -56,6 +68,7 @@ class LeaderFollower {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool owned_by_thread_ = false;  // set by Dispose() on the follower's own thread
   HttpDownload* in_flight_ = nullptr;  // guarded by mu_
 
   // ---- the follower thread's own ----

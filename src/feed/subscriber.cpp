@@ -3,6 +3,7 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
@@ -132,12 +133,13 @@ std::vector<std::string> SplitEndpointList(std::string_view list) {
 
 class Subscriber::Loop {
  public:
-  Loop(Index& index, const SubscriberOptions& options)
-      : index_(index),
+  Loop(std::shared_ptr<Index> index, const SubscriberOptions& options)
+      : index_share_(std::move(index)),
+        index_(*index_share_),
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
-        resync_(index, ResyncOptionsOf(options), wake_) {}
+        resync_(index_, ResyncOptionsOf(options), wake_) {}
 
   // Configures and connects the SUB socket on the caller's thread. Without
   // an endpoint (etcd following, before the first view) there is no socket
@@ -148,6 +150,35 @@ class Subscriber::Loop {
     // here, so that no query after Start() returns sees a stale state.
     resync_.Begin(Clock::now());
     return true;
+  }
+
+  // Disposes of the follower first: it calls into this loop.
+  ~Loop() { LeaderFollower::Dispose(std::move(follower_)); }
+
+  // HA following: a thread of its own polls the leader view and retargets
+  // this loop on every change. Called once, by Start(), after Run() began.
+  void FollowLeader(const SubscriberOptions& options) {
+    LeaderFollowerOptions follow;
+    follow.etcd_endpoints = options.etcd_endpoints;
+    follow.cluster_id = options.cluster_id;
+    follow.poll_ms = options.etcd_poll_ms;
+    follow.proxy_from_env = options.proxy_from_env;
+    const uint32_t event_port = options.event_port;
+    const uint32_t admin_port = options.admin_port;
+    follower_ = std::make_unique<LeaderFollower>(
+        index_share_, index_, std::move(follow), [this, event_port, admin_port](const LeaderView& view) {
+          std::string why;
+          // kIo: the subscriber is stopping; nothing to say.
+          if (Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why) ==
+              SubscriberError::kInvalidArgument) {
+            Logf(LogLevel::kWarn, "leader view: cannot follow %s: %s", absl::CHexEscape(view.address), why);
+          }
+        });
+  }
+
+  // Asks the follower to stop polling (it finishes on its own thread).
+  void StopFollowing() {
+    if (follower_ != nullptr) follower_->RequestStop();
   }
 
   // Any thread but the loop's: hands a retarget to the loop's thread and
@@ -195,8 +226,19 @@ class Subscriber::Loop {
   }
 
   // Called from the stopping thread: every blocking call of this context,
-  // zmq_poll included, returns ETERM.
-  void Wake() { zmq_ctx_shutdown(context_.handle()); }
+  // zmq_poll included, returns ETERM. A zmq_poll with no socket yet (HA
+  // following before the first leader view) watches only the wake-up fd,
+  // which does not see the context end: hence the flag and the signal.
+  void Wake() {
+    stop_requested_.store(true, std::memory_order_release);
+    zmq_ctx_shutdown(context_.handle());
+    wake_.Notify();
+  }
+
+  // Stop() was called from this thread, which cannot join itself: the thread
+  // deletes the loop when Run() returns.
+  void HandOverToThread() { owned_by_thread_ = true; }
+  bool owned_by_thread() const { return owned_by_thread_; }
 
  private:
   void Serve() {
@@ -213,6 +255,7 @@ class Subscriber::Loop {
       }
       if (items[0].revents & ZMQ_POLLIN) {
         wake_.Reset();
+        if (stop_requested_.load(std::memory_order_acquire)) return;
         TakeRetarget();
         if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
       }
@@ -484,6 +527,9 @@ class Subscriber::Loop {
     std::string snapshot_url;
   };
 
+  // The thread's share of the index (empty when the caller keeps it alive),
+  // so that a thread stopped from its own callback can finish its step.
+  const std::shared_ptr<Index> index_share_;
   Index& index_;
   const SubscriberOptions options_;
   std::string endpoint_for_logs_;  // changes on a retarget (the loop's thread only, once it runs)
@@ -506,7 +552,13 @@ class Subscriber::Loop {
   SubscriberError retarget_code_ = SubscriberError::kNone;
   std::string retarget_error_;
 
+  std::atomic<bool> stop_requested_{false};  // see Wake()
+
+  // Last: destroyed (joined) first, since it calls Retarget().
+  std::unique_ptr<LeaderFollower> follower_;
+
   // ---- owned by the thread once it runs ----
+  bool owned_by_thread_ = false;  // set by a Stop() on this thread
   bool connected_ = false;      // a handshake succeeded and no disconnect since
   bool trusted_ = false;        // connected_, and a message applied on this connection
   bool stale_handled_ = false;  // the doubt since doubt_since_ already led to a clear (or nothing to clear)
@@ -577,6 +629,12 @@ std::string CheckOptions(const SubscriberOptions& options) {
 
 std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOptions& options,
                                               SubscriberError* code, std::string* error) {
+  // Aliasing an empty owner: a pointer to `index` that owns nothing.
+  return Start(std::shared_ptr<Index>(std::shared_ptr<Index>(), &index), options, code, error);
+}
+
+std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, const SubscriberOptions& options,
+                                              SubscriberError* code, std::string* error) {
   *code = SubscriberError::kInvalidArgument;
   if (std::string problem = CheckOptions(options); !problem.empty()) {
     *error = std::move(problem);
@@ -585,30 +643,16 @@ std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOpti
 
   *code = SubscriberError::kIo;
   try {
-    auto loop = std::make_unique<Loop>(index, options);
+    auto loop = std::make_unique<Loop>(std::move(index), options);
     if (!loop->Connect(code, error)) return nullptr;
     std::unique_ptr<Subscriber> subscriber(new Subscriber(std::move(loop)));
     // The sockets move to the new thread; starting it is the memory barrier
     // ZeroMQ asks for when a socket changes threads.
-    subscriber->thread_ = std::thread([loop = subscriber->loop_.get()] { loop->Run(); });
-    if (!options.etcd_endpoints.empty()) {
-      LeaderFollowerOptions follow;
-      follow.etcd_endpoints = options.etcd_endpoints;
-      follow.cluster_id = options.cluster_id;
-      follow.poll_ms = options.etcd_poll_ms;
-      follow.proxy_from_env = options.proxy_from_env;
-      Loop* loop_ptr = subscriber->loop_.get();
-      const uint32_t event_port = options.event_port;
-      const uint32_t admin_port = options.admin_port;
-      subscriber->follower_ = std::make_unique<LeaderFollower>(
-          index, std::move(follow), [loop_ptr, event_port, admin_port](const LeaderView& view) {
-            std::string why;
-            if (loop_ptr->Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port),
-                                   &why) != SubscriberError::kNone) {
-              Logf(LogLevel::kWarn, "leader view: cannot follow %s: %s", absl::CHexEscape(view.address), why);
-            }
-          });
-    }
+    subscriber->thread_ = std::thread([loop = subscriber->loop_.get()] {
+      loop->Run();
+      if (loop->owned_by_thread()) delete loop;
+    });
+    if (!options.etcd_endpoints.empty()) subscriber->loop_->FollowLeader(options);
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {
@@ -625,8 +669,18 @@ Subscriber::~Subscriber() { Stop(); }
 
 void Subscriber::Stop() {
   if (loop_ == nullptr) return;
-  follower_.reset();  // first: it retargets the loop
+  // Without waiting: the follower may be in the middle of a retarget that
+  // only the loop's thread, woken below, can finish. The loop's destructor
+  // joins it.
+  loop_->StopFollowing();
   loop_->Wake();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    // From a callback on the subscriber's own thread: see the header.
+    loop_->HandOverToThread();
+    (void)loop_.release();
+    thread_.detach();
+    return;
+  }
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // closes the sockets (linger 0), then terminates the context
 }

@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "batch_publisher.h"
 #include "command_line.h"
-#include "json_writer.h"
+#include "json_line.h"
 #include "sglang/layout.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
@@ -54,7 +54,7 @@ constexpr FlagSpec kFlags[] = {
     {"key-prefix", "P", "layout: key_prefix (used with pools)"},
     {"tenant", "T", "layout: tenant the pages are stored under (default \"default\")"},
     {"pool", "SUFFIXES", "layout: an advertised pool, suffixes comma-separated, optionally @trailing=N (repeatable)"},
-    {"layout-json", "FILE", "layout from JSON (sglang-hicache.md field names); the flags above override it"},
+    {"layout-json", "FILE", "layout from JSON (docs/sglang-hicache.md field names); the flags above override it"},
     {"prompts", "N", "workload: prompts (default 1)"},
     {"pages", "P", "workload: whole pages per prompt (default 16)"},
     {"shared-prefix-pages", "S", "workload: leading pages every prompt shares (default 0)"},
@@ -164,6 +164,11 @@ bool LoadSource(const CommandLine& flags, Source* source, std::string* error, in
     if (!ParseLayoutJson(text, &spec, error)) return false;
   }
   if (!ApplyLayoutFlags(flags, &spec, error)) return false;
+  if (spec.page_size == 0) {
+    *error = "--sglang-workload needs --page-size N (tokens per page, the router's block size; at least 1), "
+             "or \"page_size\" in --layout-json";
+    return false;
+  }
   std::string why;
   source->layout = Layout::Create(spec, &why);
   if (source->layout == nullptr) {
@@ -188,9 +193,7 @@ bool LoadSource(const CommandLine& flags, Source* source, std::string* error, in
   if (flags.Has("prompts-out")) {
     std::ofstream out(flags.Get("prompts-out"), std::ios::binary | std::ios::trunc);
     for (size_t p = 0; p < source->prompts.size() && out; ++p) {
-      JsonArray tokens;
-      for (uint32_t token : source->prompts[p]) tokens.Raw(std::to_string(token));
-      out << JsonObject().Uint("prompt", p).Raw("tokens", tokens.Finish()).Finish() << "\n";
+      out << JsonLine(Json{{"prompt", p}, {"tokens", source->prompts[p]}}) << "\n";
     }
     if (!out) {
       *error = absl::StrFormat("cannot write \"%s\"", flags.Get("prompts-out"));
@@ -302,8 +305,9 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
       return 1;
     }
-    std::fprintf(stderr, "%s\n",
-                 JsonObject().Bytes("listening", config.bind ? publisher.BoundEndpoint() : config.endpoint).Finish().c_str());
+    Json listening = Json::object();
+    SetBytes(listening, "listening", config.bind ? publisher.BoundEndpoint() : config.endpoint);
+    std::fprintf(stderr, "%s\n", JsonLine(listening).c_str());
     std::fflush(stderr);
 
     int subscribed = 0;
@@ -324,16 +328,15 @@ int Main(int argc, char** argv) {
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
 
-    JsonObject summary;
-    summary.Uint("messages", publisher.messages())
-        .Uint("events", publisher.events())
-        .Uint("first_sequence", publisher.first_sequence_sent())
-        .Uint("last_sequence", publisher.last_sequence_sent())
-        .Uint("skipped_sequences", publisher.skipped())
-        .Int("subscribers", subscribed)
-        .Int("elapsed_ms", elapsed.count());
-    if (interrupted) summary.Bool("interrupted", true);
-    std::printf("%s\n", summary.Finish().c_str());
+    Json summary = {{"messages", publisher.messages()},
+                    {"events", publisher.events()},
+                    {"first_sequence", publisher.first_sequence_sent()},
+                    {"last_sequence", publisher.last_sequence_sent()},
+                    {"skipped_sequences", publisher.skipped()},
+                    {"subscribers", subscribed},
+                    {"elapsed_ms", elapsed.count()}};
+    if (interrupted) summary["interrupted"] = true;
+    std::printf("%s\n", JsonLine(summary).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sci-publish: %s\n", e.what());
     return 1;
