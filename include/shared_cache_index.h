@@ -345,8 +345,10 @@ typedef struct sci_subscriber_options {
  * one to another publisher would make every batch look like a gap (constant
  * clears). A second start on an index whose subscriber is not stopped is
  * therefore refused; after sci_subscriber_stop the index takes a new one.
- * Log lines (connects, disconnects, stale clears, malformed messages) come
- * from the subscriber's thread through sci_set_log_callback. */
+ * Log lines (connects, disconnects, stale clears, malformed messages,
+ * resyncs) come from the subscriber's thread through sci_set_log_callback,
+ * and, with etcd_endpoints, those about the leader view from its leader
+ * follower's thread (a callback may stop the subscriber from either). */
 sci_status sci_subscriber_start(sci_index *index,
                                 const sci_subscriber_options *opts,
                                 sci_subscriber **out);
