@@ -32,7 +32,15 @@ bool PeekSequence(std::span<const zmq::message_t> frames, uint64_t* sequence) {
 Resync::Resync(Index& index, ResyncOptions options, WakeSignal& wake)
     : index_(index), options_(std::move(options)), wake_(wake) {}
 
-Resync::~Resync() { Reset(); }
+Resync::~Resync() {
+  // Also when the subscriber never ran (a start that failed after Begin()):
+  // the index must not stay held.
+  try {
+    SetUrl({});
+  } catch (...) {
+    Reset();
+  }
+}
 
 void Resync::Reset() {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this

@@ -59,7 +59,7 @@ class Resync {
   using Clock = std::chrono::steady_clock;
 
   Resync(Index& index, ResyncOptions options, WakeSignal& wake);
-  ~Resync();  // cancels a running download
+  ~Resync();  // cancels a running download; releases the index (emptied if a resync was under way)
   Resync(const Resync&) = delete;
   Resync& operator=(const Resync&) = delete;
 
