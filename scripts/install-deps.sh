@@ -18,7 +18,7 @@ packages=(
   libbenchmark-dev
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
-  clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh)
+  clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh), -Wthread-safety (scripts/test.sh)
   python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png
   # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
   # precedence), bindgen + rustfmt for scripts/regen-bindings.sh, and the

@@ -58,7 +58,7 @@ Index::Index(IndexOptions options)
 // ---------------------------------------------------------------- writer --
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  absl::MutexLock apply(&apply_mu_);
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
@@ -90,13 +90,13 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
 }
 
 void Index::Clear() {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  absl::MutexLock apply(&apply_mu_);
   ClearTables();
   counters_.clears.Add();
 }
 
 void Index::Hold() {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  absl::MutexLock apply(&apply_mu_);
   // Held before the tables are touched: a reader that takes the lock after
   // any of the changes below sees the hold (the lock orders them).
   held_.store(true, std::memory_order_relaxed);
@@ -104,12 +104,12 @@ void Index::Hold() {
 }
 
 void Index::Release() {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  absl::MutexLock apply(&apply_mu_);
   held_.store(false, std::memory_order_relaxed);
 }
 
 void Index::LoadKeys(std::span<const std::string_view> keys) {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  absl::MutexLock apply(&apply_mu_);
   const uint64_t seed = TenantSeed({});
   for (std::string_view object_key : keys) {
     const Fingerprint key = FingerprintOf(seed, object_key);
