@@ -41,6 +41,27 @@ std::unique_ptr<Subscriber> StartSubscriber(Index& index, const SubscriberOption
   return subscriber;
 }
 
+TEST(IndexHold, AHeldIndexAnswersMissOnEveryReadPathUntilReleased) {
+  Index index;
+  const std::string_view keys[] = {"a", "b"};
+  index.Hold();
+  index.LoadKeys(keys);
+  const uint64_t seed = TenantSeed({});
+  const Fingerprint both[] = {FingerprintOf(seed, "a"), FingerprintOf(seed, "b")};
+  EXPECT_EQ(index.GetStats().keys, 2u);  // loaded, not shown
+  EXPECT_FALSE(index.Contains({}, "a"));
+  EXPECT_FALSE(index.ContainsAll(both));
+  {
+    Index::Reader reader(index);
+    EXPECT_FALSE(reader.ContainsKey(both[0]));
+    EXPECT_FALSE(reader.ContainsAll(both));
+  }
+  EXPECT_FALSE(index.GetStats().has_sequence);  // the replay's first batch begins a run
+  index.Release();
+  EXPECT_TRUE(index.Contains({}, "a"));
+  EXPECT_TRUE(index.ContainsAll(both));
+}
+
 TEST(ResyncTest, LateJoinSeesObjectsStoredBeforeItStarted) {
   Master master;
   for (int i = 0; i < 100; ++i) master.StoreLost("early-" + std::to_string(i));  // nobody listening yet

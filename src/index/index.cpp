@@ -281,22 +281,41 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 
 bool Index::ContainsKey(const Fingerprint& key) const {
   ReaderLock lock(tables_lock_);
-  if (held_.load(std::memory_order_relaxed)) return false;
-  return key_shards_[ShardOf(key)].contains(key);
+  return ContainsKeyLocked(key);
 }
 
 bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
   ReaderLock lock(tables_lock_);
-  if (held_.load(std::memory_order_relaxed)) return false;
   for (const Fingerprint& key : keys) key_shards_[ShardOf(key)].prefetch(key);
+  return ContainsAllLocked(keys);
+}
+
+GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
+  ReaderLock lock(tables_lock_);
+  return ProbeGroupLocked(group, layout);
+}
+
+bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+  if (!probe.exists || layout == 0) return false;
+  ReaderLock lock(tables_lock_);
+  return MarkVerifiedLocked(group, probe, layout);
+}
+
+// Every read below tests the hold (see Hold()) with the table lock held.
+bool Index::ContainsKeyLocked(const Fingerprint& key) const {
+  if (held_.load(std::memory_order_relaxed)) return false;
+  return key_shards_[ShardOf(key)].contains(key);
+}
+
+bool Index::ContainsAllLocked(std::span<const Fingerprint> keys) const {
+  if (held_.load(std::memory_order_relaxed)) return false;
   for (const Fingerprint& key : keys) {
     if (!key_shards_[ShardOf(key)].contains(key)) return false;
   }
   return true;
 }
 
-GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
-  ReaderLock lock(tables_lock_);
+GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
   if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
@@ -310,9 +329,8 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
   return probe;
 }
 
-bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
-  ReaderLock lock(tables_lock_);
   if (held_.load(std::memory_order_relaxed)) return false;
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
