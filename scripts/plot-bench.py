@@ -235,6 +235,18 @@ def targets_table(r):
                 "", gaps == 0 if hwm == "0" else None,
                 f"publisher {fmt(r.counter(name, 'publisher_events_per_s') / 1e3, 'k')} events/s{lost}")
 
+    # 7b. Resync at scale (issue 12).
+    name = "resync/keys:1m/live_events_per_s:100k"
+    if r.has(name):
+        rate = r.counter(name, "keys_per_s")
+        overhead = r.counter(name, "overhead_MB")
+        row("resync: 1M-key snapshot over loopback HTTP, caught up with a live stream",
+            "≥ 1M keys/s, ≤ 64 MB beyond the index",
+            f"{fmt(rate / 1e6, 'M')} keys/s{r.spread(name, 'keys_per_s', 1e-6, 'M')}, {fmt(overhead, ' MB')} beyond the index",
+            f"{rate / 1e6:.2f}", rate >= 1e6 and overhead <= 64,
+            f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; "
+            f"index {fmt(r.counter(name, 'index_MB'), ' MB')}")
+
     # 8. Memory.
     for name, what in (("memory/keys:10m", "keys only"), ("memory/tp8_pages/keys:10m", "tp8 pages, groups included")):
         b = r.counter(name, "bytes_per_key")

@@ -44,8 +44,10 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("sci_last_sequence 3\n"), std::string::npos);
   EXPECT_NE(text.find("sci_subscriber_connected 0\n"), std::string::npos);
   EXPECT_NE(text.find("# HELP sci_fast_path_hits_total "), std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 21 metrics, 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 21 * 3);
+  EXPECT_NE(text.find("# TYPE sci_resyncing gauge\nsci_resyncing 0\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE sci_resync_failures_total counter\n"), std::string::npos);
+  // Every sample line follows its HELP and TYPE lines: 26 metrics, 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 26 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {

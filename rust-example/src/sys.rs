@@ -841,12 +841,19 @@ pub struct sci_subscriber_options {
     pub reconnect_ms: u32,
     pub reconnect_max_ms: u32,
     pub stale_after_ms: u32,
+    pub snapshot_url: sci_str,
+    pub resync_min_interval_ms: u32,
+    pub snapshot_timeout_ms: u32,
+    pub etcd_endpoints: sci_str,
+    pub cluster_id: sci_str,
+    pub event_port: u32,
+    pub admin_port: u32,
 }
 #[test]
 fn bindgen_test_layout_sci_subscriber_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_subscriber_options>(),
-        56usize,
+        120usize,
         concat!("Size of: ", stringify!(sci_subscriber_options))
     );
     assert_eq!(
@@ -956,6 +963,125 @@ fn bindgen_test_layout_sci_subscriber_options() {
         );
     }
     test_field_stale_after_ms();
+    fn test_field_snapshot_url() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_url) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(snapshot_url)
+            )
+        );
+    }
+    test_field_snapshot_url();
+    fn test_field_resync_min_interval_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resync_min_interval_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(resync_min_interval_ms)
+            )
+        );
+    }
+    test_field_resync_min_interval_ms();
+    fn test_field_snapshot_timeout_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_timeout_ms) as usize - ptr as usize
+            },
+            76usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(snapshot_timeout_ms)
+            )
+        );
+    }
+    test_field_snapshot_timeout_ms();
+    fn test_field_etcd_endpoints() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).etcd_endpoints) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(etcd_endpoints)
+            )
+        );
+    }
+    test_field_etcd_endpoints();
+    fn test_field_cluster_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cluster_id) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(cluster_id)
+            )
+        );
+    }
+    test_field_cluster_id();
+    fn test_field_event_port() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_port) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(event_port)
+            )
+        );
+    }
+    test_field_event_port();
+    fn test_field_admin_port() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admin_port) as usize - ptr as usize
+            },
+            116usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(admin_port)
+            )
+        );
+    }
+    test_field_admin_port();
 }
 extern "C" {
     pub fn sci_subscriber_start(
@@ -966,6 +1092,13 @@ extern "C" {
 }
 extern "C" {
     pub fn sci_subscriber_stop(sub: *mut sci_subscriber);
+}
+extern "C" {
+    pub fn sci_subscriber_retarget(
+        sub: *mut sci_subscriber,
+        endpoint: sci_str,
+        snapshot_url: sci_str,
+    ) -> sci_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -992,12 +1125,17 @@ pub struct sci_stats {
     pub pages_checked: u64,
     pub page_hits: u64,
     pub fast_path_hits: u64,
+    pub resyncs: u64,
+    pub resync_failures: u64,
+    pub snapshot_keys: u64,
+    pub resyncing: bool,
+    pub leader_changes: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        168usize,
+        208usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1379,6 +1517,91 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_fast_path_hits();
+    fn test_field_resyncs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncs) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncs)
+            )
+        );
+    }
+    test_field_resyncs();
+    fn test_field_resync_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resync_failures) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resync_failures)
+            )
+        );
+    }
+    test_field_resync_failures();
+    fn test_field_snapshot_keys() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_keys) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(snapshot_keys)
+            )
+        );
+    }
+    test_field_snapshot_keys();
+    fn test_field_resyncing() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncing) as usize - ptr as usize
+            },
+            192usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncing)
+            )
+        );
+    }
+    test_field_resyncing();
+    fn test_field_leader_changes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).leader_changes) as usize - ptr as usize
+            },
+            200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(leader_changes)
+            )
+        );
+    }
+    test_field_leader_changes();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

@@ -95,6 +95,30 @@ void Index::Clear() {
   counters_.clears.Add();
 }
 
+void Index::Hold() {
+  absl::MutexLock apply(&apply_mu_);
+  // Held before the tables are touched: a reader that takes the lock after
+  // any of the changes below sees the hold (the lock orders them).
+  held_.store(true, std::memory_order_relaxed);
+  ClearTables();
+}
+
+void Index::Release() {
+  absl::MutexLock apply(&apply_mu_);
+  held_.store(false, std::memory_order_relaxed);
+}
+
+void Index::LoadKeys(std::span<const std::string_view> keys) {
+  absl::MutexLock apply(&apply_mu_);
+  const uint64_t seed = TenantSeed({});
+  for (std::string_view object_key : keys) {
+    const Fingerprint key = FingerprintOf(seed, object_key);
+    WarmUp(key, nullptr);
+    WriterLock lock(tables_lock_);
+    StoreKey(key);
+  }
+}
+
 void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   switch (event.kind) {
     case EventKind::kAllCleared:
@@ -110,7 +134,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       counters_.ignored_events.Add();
       return;
   }
-  if (event.object_key.empty()) {
+  if (event.object_key.empty() || event.object_key.size() > kMaxObjectKeyBytes) {
     counters_.ignored_events.Add();
     return;
   }
@@ -277,9 +301,14 @@ bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, Layo
   return MarkVerifiedLocked(group, probe, layout);
 }
 
-bool Index::ContainsKeyLocked(const Fingerprint& key) const { return key_shards_[ShardOf(key)].contains(key); }
+// Every read below tests the hold (see Hold()) with the table lock held.
+bool Index::ContainsKeyLocked(const Fingerprint& key) const {
+  if (held_.load(std::memory_order_relaxed)) return false;
+  return key_shards_[ShardOf(key)].contains(key);
+}
 
 bool Index::ContainsAllLocked(std::span<const Fingerprint> keys) const {
+  if (held_.load(std::memory_order_relaxed)) return false;
   for (const Fingerprint& key : keys) {
     if (!key_shards_[ShardOf(key)].contains(key)) return false;
   }
@@ -287,6 +316,7 @@ bool Index::ContainsAllLocked(std::span<const Fingerprint> keys) const {
 }
 
 GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
+  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   if (it == groups.end()) return GroupProbe{};
@@ -301,6 +331,7 @@ GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) co
 
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
+  if (held_.load(std::memory_order_relaxed)) return false;
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   // A stored event for the group, or its removal, since the probe: what the

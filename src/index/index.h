@@ -65,6 +65,24 @@ class Index {
   // Forgets keys, groups and the cursor; counts a clear.
   void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
+  // ---- resync (feed/resync.h): load a snapshot that no query may see yet ----
+
+  // Empties the index (keys, groups, cursor; not counted as a clear: the
+  // resync that asks for it is counted instead) and holds it back: until
+  // Release(), every lookup answers "absent" and no group is verified, so a
+  // half-loaded snapshot whose later removals still wait in a buffer is
+  // never seen. Idempotent.
+  void Hold() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Ends the hold: queries see the index again.
+  void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  bool held() const { return held_.load(std::memory_order_relaxed); }
+
+  // Stores `keys` in the default tenant under no group, leaving the cursor
+  // and the batch / event counters alone (snapshot keys are not events).
+  // Keys must be non-empty and at most kMaxObjectKeyBytes long. The
+  // capacity bound applies as for stored events.
+  void LoadKeys(std::span<const std::string_view> keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
   // Each of these takes the reader lock for its own lookups; a caller with
@@ -223,6 +241,9 @@ class Index {
   bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
+  // See Hold(). Written by the writer; readers test it with tables_lock_
+  // held, so a reader that can see a snapshot key also sees the hold.
+  std::atomic<bool> held_{false};
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};

@@ -44,7 +44,13 @@
   X(queries, uint64_t, COUNTER, READERS, "Page queries answered.")                                               \
   X(pages_checked, uint64_t, COUNTER, READERS, "Pages examined by page queries.")                                \
   X(page_hits, uint64_t, COUNTER, READERS, "Pages found fully present.")                                         \
-  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")
+  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")        \
+  X(resyncs, uint64_t, COUNTER, SUBSCRIBER, "Snapshots loaded and caught up with the stream.")                   \
+  X(resync_failures, uint64_t, COUNTER, SUBSCRIBER,                                                              \
+    "Resyncs failed: download error, time-out, malformed snapshot, buffer overflow or gap.")                     \
+  X(snapshot_keys, uint64_t, GAUGE, SUBSCRIBER, "Keys loaded by the last completed resync.")                     \
+  X(resyncing, bool, GAUGE, SUBSCRIBER, "1 while a resync is under way (queries answer miss).")                  \
+  X(leader_changes, uint64_t, COUNTER, SUBSCRIBER, "New Mooncake leader views followed (etcd).")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing
