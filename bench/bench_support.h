@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,30 @@ inline uint64_t ResidentBytes() {
   const int n = std::fscanf(f, "%lu %lu", &pages_total, &pages_resident);
   std::fclose(f);
   return n == 2 ? uint64_t{pages_resident} * 4096 : 0;
+}
+
+// Peak resident size (VmHWM) in bytes, or 0 if unreadable.
+inline uint64_t PeakResidentBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "VmHWM:", 6) == 0) {
+      kib = std::strtoull(line + 6, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Resets the peak resident size to the current one; false if not allowed.
+inline bool ResetPeakResident() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
 }
 
 // Fills `index` with `n` keys shaped like SGLang objects of other prompts

@@ -25,30 +25,6 @@
 namespace sci::bench {
 namespace {
 
-// Peak resident size (VmHWM) in bytes, or 0 if unreadable.
-uint64_t PeakResidentBytes() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  uint64_t kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "VmHWM:", 6) == 0) {
-      kib = std::strtoull(line + 6, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return kib * 1024;
-}
-
-// Resets the peak resident size to the current one; false if not allowed.
-bool ResetPeakResident() {
-  FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
-
 enum class Shape { kKeysOnly, kTp8Pages };
 
 void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n) {

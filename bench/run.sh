@@ -26,7 +26,7 @@ out="$root/bench/results"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j2 --target query_bench latency_bench latency_bench_absl_mutex apply_bench memory_bench \
-  live_ingest_bench
+  live_ingest_bench resync_bench
 mkdir -p "$out"
 
 filter=()
@@ -56,6 +56,7 @@ run latency_bench "${filter[@]}"
 run latency_bench_absl_mutex "${filter[@]}"
 run live_ingest_bench --benchmark_filter=events:1m
 run memory_bench "${filter[@]}"
+run resync_bench --benchmark_filter=keys:1m "${repeat[@]}"
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/context.txt"
 /usr/bin/python3 "$root/scripts/plot-bench.py" "$out"/*.json --png "$root/bench/check_pages.png" > "$out/table.md"

@@ -1,6 +1,8 @@
 // C thunks for the live subscriber: translate the options, start, stop.
 #include <memory>
 #include <string>
+#include <string_view>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "capi_support.h"
@@ -35,12 +37,38 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
       return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_start: opts->topic has a NULL ptr and a non-zero len");
     }
     sci::SubscriberOptions options;
+    std::string etcd_endpoints, cluster_id;
     options.endpoint.assign(endpoint);
     options.topic.assign(topic);
     // 0 means "the default" in the C struct.
     if (opts->reconnect_ms != 0) options.reconnect_ms = opts->reconnect_ms;
     if (opts->reconnect_max_ms != 0) options.reconnect_max_ms = opts->reconnect_max_ms;
     if (opts->stale_after_ms != 0) options.stale_after_ms = opts->stale_after_ms;
+    // 1.1 fields: each read only when the caller's struct has it.
+#define SCI_HAS(field) HasStructSize(opts->struct_size, SCI_FIELD_END(sci_subscriber_options, field))
+    for (const auto& [name, has, in, value] :
+         {std::tuple{"snapshot_url", SCI_HAS(snapshot_url), opts->snapshot_url, &options.snapshot_url},
+          std::tuple{"etcd_endpoints", SCI_HAS(etcd_endpoints), opts->etcd_endpoints, &etcd_endpoints},
+          std::tuple{"cluster_id", SCI_HAS(cluster_id), opts->cluster_id, &cluster_id}}) {
+      if (!has) continue;
+      std::string_view view;
+      if (!ToView(in, &view)) {
+        return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_start: opts->%s has a NULL ptr and a non-zero len",
+                     name);
+      }
+      value->assign(view);
+    }
+    options.etcd_endpoints = sci::SplitEndpointList(etcd_endpoints);
+    if (!cluster_id.empty()) options.cluster_id = cluster_id;
+    if (SCI_HAS(resync_min_interval_ms) && opts->resync_min_interval_ms != 0) {
+      options.resync_min_interval_ms = opts->resync_min_interval_ms;
+    }
+    if (SCI_HAS(snapshot_timeout_ms) && opts->snapshot_timeout_ms != 0) {
+      options.snapshot_timeout_ms = opts->snapshot_timeout_ms;
+    }
+    if (SCI_HAS(event_port)) options.event_port = opts->event_port;
+    if (SCI_HAS(admin_port) && opts->admin_port != 0) options.admin_port = opts->admin_port;
+#undef SCI_HAS
 
     if (index->core->has_subscriber.exchange(true)) {
       return Fail(SCI_ERR_INVALID_ARGUMENT,
@@ -61,6 +89,27 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
     }
     *out = new sci_subscriber(index->core, std::move(subscriber));
     std::move(release_claim).Cancel();
+    return SCI_OK;
+  });
+}
+
+sci_status sci_subscriber_retarget(sci_subscriber* sub, sci_str endpoint, sci_str snapshot_url) {
+  return Guard("sci_subscriber_retarget", [&] {
+    if (sub == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_retarget: sub is NULL");
+    std::string_view endpoint_view, url_view;
+    if (!ToView(endpoint, &endpoint_view)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_retarget: endpoint has a NULL ptr and a non-zero len");
+    }
+    if (!ToView(snapshot_url, &url_view)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_retarget: snapshot_url has a NULL ptr and a non-zero len");
+    }
+    std::string error;
+    const sci::SubscriberError code =
+        sub->impl->Retarget(std::string(endpoint_view), std::string(url_view), &error);
+    if (code == sci::SubscriberError::kInvalidArgument) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_retarget: %s", error);
+    }
+    if (code != sci::SubscriberError::kNone) return Failf(SCI_ERR_IO, "sci_subscriber_retarget: %s", error);
     return SCI_OK;
   });
 }

@@ -260,6 +260,21 @@ sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
                                  uint32_t block_size, uint8_t *hits,
                                  size_t hits_cap, sci_page_result *result);
 
+/* The router's prefix query (1.1): *prefix_pages = the leading run of pages
+ * of `tokens` that are fully present, stopping at the first page that is not.
+ * Pages after it are neither hashed nor looked up, so a prompt whose first
+ * page is absent costs one page hash and one lookup, however long it is
+ * (SGLang loads only a contiguous prefix, so that is all the router credits).
+ * The same answer as sci_index_check_pages' prefix_hits. A `block_size` other
+ * than the layout's page size answers SCI_OK with 0. Counted as one query of
+ * the pages it examined (the run, plus the miss that ended it).
+ * SCI_ERR_INVALID_ARGUMENT when `index`, `layout` or `prefix_pages` is NULL,
+ * or `tokens` is NULL with n_tokens > 0; then *prefix_pages is not written.
+ * Once warm, a call allocates no memory. */
+sci_status sci_index_check_prefix(sci_index *index, const sci_layout *layout,
+                                  const uint32_t *tokens, size_t n_tokens,
+                                  uint32_t block_size, size_t *prefix_pages);
+
 /* The same query for a caller that already holds the request's page hashes
  * (as SGLang computes them: 64 lowercase hex characters each, in page
  * order), so nothing is hashed again. n_pages = `n_page_hashes`; `hits` needs
@@ -284,6 +299,23 @@ typedef struct sci_subscriber_options {
     uint32_t reconnect_ms;     /* first reconnect interval; 0 = 100 ms */
     uint32_t reconnect_max_ms; /* reconnect back-off ceiling; 0 = 5000 ms */
     uint32_t stale_after_ms;   /* disconnected longer => cleared, answers miss; 0 = 10000 ms */
+
+    /* ---- 1.1: resync and HA following (read only when struct_size covers them) ---- */
+    /* Snapshot of the master's keys, e.g. "http://mooncake-master:9003/get_all_keys"
+     * (http:// or https://). Empty = no resync: after a clear the index
+     * refills only from new stored events (1.0). Set: every start and every
+     * clear refills the index from it (see "Resync" below). */
+    sci_str snapshot_url;
+    uint32_t resync_min_interval_ms; /* at most one snapshot download per interval; 0 = 5000 */
+    uint32_t snapshot_timeout_ms;    /* one whole download, connection included; 0 = 60000 */
+    /* etcd endpoints, "http://etcd-a:2379,http://etcd-b:2379". Empty =
+     * connect to `endpoint` as given. Set: follow the Mooncake HA leader;
+     * `endpoint` and `snapshot_url` must then be empty (they come from the
+     * leader view). */
+    sci_str etcd_endpoints;
+    sci_str cluster_id;   /* etcd key "mooncake-store/<cluster_id>/master_view"; empty = "mooncake_cluster" */
+    uint32_t event_port;  /* with etcd: the leader's event publisher port (required, 1..65535) */
+    uint32_t admin_port;  /* with etcd: the leader's admin HTTP port; 0 = 9003 */
 } sci_subscriber_options;
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
@@ -311,13 +343,38 @@ typedef struct sci_subscriber_options {
  * a long disconnect. After such a clear the next batch is accepted at any
  * sequence. A silently dead peer is detected by ZMTP heartbeats.
  *
+ * Resync (1.1, with snapshot_url or etcd_endpoints). At start and after
+ * every clear (a gap, a publisher restart, a stale clear, an all-cleared
+ * event, sci_index_clear) the subscriber waits for the first message on the
+ * connection, buffers the stream from there (at most 64 MiB; more fails the
+ * resync), downloads the snapshot with libcurl (streamed, never held whole;
+ * no redirect followed; no proxy from the environment), loads it (default
+ * tenant, no group), replays the buffer (the first buffered message begins
+ * a run, as after a gap), then serves. Until then every query answers miss
+ * and sci_stats.resyncing is true. A failure (HTTP status other than 200,
+ * time-out, a body cut short or whose last line lacks its '\n', a line
+ * longer than 65536 bytes, buffer overflow, a gap inside the buffer) is
+ * counted in resync_failures and logged, leaves the index empty and
+ * answering miss, and is retried no more often than resync_min_interval_ms,
+ * doubling per consecutive failure up to 16 times that.
+ *
+ * HA following (1.1, with etcd_endpoints). The subscriber reads the
+ * leader's RPC address "ip:port" from etcd (v3 JSON gateway, polled every
+ * 500 ms), connects to tcp://ip:event_port and resyncs from
+ * http://ip:admin_port/get_all_keys, and follows every change of the view
+ * (a new leader is a new sequence space: clear, then resync; counted in
+ * leader_changes). etcd unreachable: the current leader is kept (logged);
+ * a malformed view is ignored (logged).
+ *
  * One subscriber per index: the index has a single sequence cursor, so a
  * second subscriber to the same publisher would only add duplicates, and
  * one to another publisher would make every batch look like a gap (constant
  * clears). A second start on an index whose subscriber is not stopped is
  * therefore refused; after sci_subscriber_stop the index takes a new one.
- * Log lines (connects, disconnects, stale clears, malformed messages) come
- * from the subscriber's thread through sci_set_log_callback. */
+ * Log lines (connects, disconnects, stale clears, malformed messages,
+ * resyncs) come from the subscriber's thread through sci_set_log_callback,
+ * and, with etcd_endpoints, those about the leader view from its leader
+ * follower's thread (a callback may stop the subscriber from either). */
 sci_status sci_subscriber_start(sci_index *index,
                                 const sci_subscriber_options *opts,
                                 sci_subscriber **out);
@@ -336,6 +393,19 @@ sci_status sci_subscriber_start(sci_index *index,
  * right after this call even then: the library keeps what the exiting
  * thread still touches alive until it is gone. */
 void sci_subscriber_stop(sci_subscriber *sub);
+
+/* Moves a running subscriber to another publisher, for an application that
+ * discovers the Mooncake leader itself: closes the current connection,
+ * connects to `endpoint`, clears the index and resyncs from `snapshot_url`
+ * (empty = no resync: the index refills from new stored events). Returns
+ * once the subscriber's thread has switched (the resync itself goes on in
+ * the background; sci_stats.resyncing says when it is done).
+ * SCI_ERR_INVALID_ARGUMENT (nothing changes) for a NULL `sub`, an empty or
+ * unusable endpoint, a snapshot_url that is not http:// or https://; SCI_ERR_IO
+ * when the socket cannot be set up. Must not race with sci_subscriber_stop
+ * on the same handle, nor be called from the log callback. With
+ * etcd_endpoints, the next change of the leader view overrides it. */
+sci_status sci_subscriber_retarget(sci_subscriber *sub, sci_str endpoint, sci_str snapshot_url);
 
 /* ------------------------------------------------------------------------ */
 /* Counters                                                                 */
@@ -364,7 +434,7 @@ typedef struct sci_stats {
     uint64_t pages_checked;      /* pages examined by page queries */
     uint64_t page_hits;          /* pages found fully present */
     uint64_t fast_path_hits;     /* page hits answered by a verified group */
-    /* Added in 1.1 (read or written only when struct_size covers them). */
+    /* ---- 1.1 (written only when struct_size covers them) ---- */
     uint64_t resyncs;            /* snapshots loaded and caught up with the stream */
     uint64_t resync_failures;    /* downloads failed, timed out, malformed, or aborted by a gap/overflow */
     uint64_t snapshot_keys;      /* keys loaded by the last completed resync */

@@ -11,6 +11,9 @@ packages=(
   libabsl-dev                     # flat_hash_map/set, hashing, Mutex
   libssl-dev                      # SHA-256 from libcrypto
   libxxhash-dev                   # XXH3-128 key fingerprints
+  libcurl4-openssl-dev            # snapshot downloads and the etcd leader view (resync, HA following)
+  libcpp-httplib-dev              # tests: real HTTP snapshot servers on loopback
+  etcd-server                     # tests: a real etcd for HA following
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)

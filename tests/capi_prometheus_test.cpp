@@ -44,6 +44,8 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("sci_last_sequence 3\n"), std::string::npos);
   EXPECT_NE(text.find("sci_subscriber_connected 0\n"), std::string::npos);
   EXPECT_NE(text.find("# HELP sci_fast_path_hits_total "), std::string::npos);
+  EXPECT_NE(text.find("# TYPE sci_resyncing gauge\nsci_resyncing 0\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE sci_resync_failures_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE sci_stores_withheld_total counter\nsci_stores_withheld_total 0\n"),
             std::string::npos);
   // Every sample line follows its HELP and TYPE lines: 27 metrics (the 21 of

@@ -625,6 +625,52 @@ TEST_F(CapiSubscriber, UnreachableTcpEndpointIsNotAnErrorAtStart) {
 
 TEST_F(CapiSubscriber, StopOfNullIsANoOp) { sci_subscriber_stop(nullptr); }
 
+TEST_F(CapiSubscriber, ResyncAndEtcdOptionsAreValidated) {
+  sci_subscriber_options options = COptions("tcp://127.0.0.1:1");
+  options.snapshot_url = S("ftp://master/get_all_keys");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->snapshot_url");
+  options.snapshot_url = sci_str{nullptr, 4};
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->snapshot_url has a NULL ptr");
+  options.snapshot_url = S("");
+  options.etcd_endpoints = S("http://127.0.0.1:1");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "endpoint");  // must be empty with etcd
+  options.endpoint = S("");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->event_port");
+  options.event_port = 70000;
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->event_port 70000");
+  options.event_port = 5557;
+  options.etcd_endpoints = S("etcd:2379");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->etcd_endpoints");
+}
+
+TEST_F(CapiSubscriber, AReleaseOneStructIgnoresTheNewFields) {
+  sci_subscriber_options options = COptions("tcp://127.0.0.1:1");
+  options.struct_size = offsetof(sci_subscriber_options, snapshot_url);
+  options.snapshot_url = S("ftp://not-read");  // beyond the caller's struct: never looked at
+  sci_subscriber* sub = nullptr;
+  ASSERT_EQ(sci_subscriber_start(index_, &options, &sub), SCI_OK) << sci_last_error();
+  EXPECT_FALSE(Stats().resyncing);
+  sci_subscriber_stop(sub);
+}
+
+TEST_F(CapiSubscriber, RetargetMovesToAnotherPublisher) {
+  const sci_subscriber_options options = COptions("tcp://127.0.0.1:1");
+  sci_subscriber* sub = nullptr;
+  ASSERT_EQ(sci_subscriber_start(index_, &options, &sub), SCI_OK) << sci_last_error();
+  EXPECT_EQ(sci_subscriber_retarget(nullptr, S("tcp://127.0.0.1:1"), S("")), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_subscriber_retarget(sub, S(""), S("")), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("sci_subscriber_retarget: endpoint is empty"), std::string::npos);
+  EXPECT_EQ(sci_subscriber_retarget(sub, S("bogus://x"), S("")), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_subscriber_retarget(sub, S("tcp://127.0.0.1:1"), S("file:///x")), SCI_ERR_INVALID_ARGUMENT);
+
+  LoopbackPublisher publisher(UniqueIpcEndpoint());
+  ASSERT_EQ(sci_subscriber_retarget(sub, S(publisher.endpoint()), S("")), SCI_OK) << sci_last_error();
+  ASSERT_TRUE(publisher.AwaitSubscription());
+  publisher.SendBatch(7, std::vector<MooncakeEvent>{StoredEvent(1, "k")});
+  ASSERT_TRUE(WaitFor([&] { return Stats().last_sequence == 7; }));
+  sci_subscriber_stop(sub);
+}
+
 TEST_F(CapiSubscriber, FeedsTheIndexFromAGoldenCapture) {
   const std::vector<GoldenMessage> capture = LoadCapture("basic");
   ASSERT_EQ(capture.size(), 5u);

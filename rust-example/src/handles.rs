@@ -396,6 +396,29 @@ impl Index {
         };
         Ok(scratch.finish(result.n_pages, summary))
     }
+
+    /// The router's prefix query: how many leading pages of `tokens` are
+    /// fully present under `layout`, stopping at the first page that is not.
+    /// Pages after it are neither hashed nor looked up, so an unrelated
+    /// prompt costs one page hash. Allocates nothing. A `block_size` other
+    /// than the layout's page size answers 0.
+    pub fn check_prefix(&self, layout: &Layout, tokens: &[u32], block_size: u32) -> Result<usize> {
+        let mut prefix_pages = 0usize;
+        // SAFETY: both handles are live; `tokens` is readable for its length
+        // and `prefix_pages` writable. Interior updates are synchronized by
+        // the library (C1), so `&self` suffices.
+        check(unsafe {
+            sys::sci_index_check_prefix(
+                self.raw.as_ptr(),
+                layout.raw.as_ptr(),
+                tokens.as_ptr(),
+                tokens.len(),
+                block_size,
+                &mut prefix_pages,
+            )
+        })?;
+        Ok(prefix_pages)
+    }
 }
 
 impl Drop for Index {
@@ -556,6 +579,13 @@ impl Subscriber {
             reconnect_ms: options.reconnect_ms,
             reconnect_max_ms: options.reconnect_max_ms,
             stale_after_ms: options.stale_after_ms,
+            snapshot_url: sci_str(options.snapshot_url.as_bytes()),
+            resync_min_interval_ms: options.resync_min_interval_ms,
+            snapshot_timeout_ms: options.snapshot_timeout_ms,
+            etcd_endpoints: sci_str(options.etcd_endpoints.as_bytes()),
+            cluster_id: sci_str(options.cluster_id.as_bytes()),
+            event_port: options.event_port,
+            admin_port: options.admin_port,
         };
         let mut out = ptr::null_mut();
         // SAFETY: the options borrow live strings for the call (C2, C3). The
@@ -569,6 +599,25 @@ impl Subscriber {
                 "sci_subscriber_start: returned SCI_OK and a NULL subscriber",
             )),
         }
+    }
+
+    /// Moves the subscriber to another publisher (an application that finds
+    /// the Mooncake leader itself): connects to `endpoint`, clears the index
+    /// and resyncs from `snapshot_url` (empty = no resync). Returns once the
+    /// switch is made; `Stats::resyncing` tells when the resync is done.
+    /// `Status::InvalidArgument` (nothing changes) for an unusable endpoint
+    /// or a URL that is not http(s).
+    pub fn retarget(&self, endpoint: &str, snapshot_url: &str) -> Result<()> {
+        // SAFETY: the handle is live (it is stopped only in Drop, which
+        // cannot run while `&self` is borrowed); the strings are borrowed for
+        // the call only (C2, C3).
+        check(unsafe {
+            sys::sci_subscriber_retarget(
+                self.raw.as_ptr(),
+                sci_str(endpoint.as_bytes()),
+                sci_str(snapshot_url.as_bytes()),
+            )
+        })
     }
 
     /// The index this subscriber feeds.

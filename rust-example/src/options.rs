@@ -20,6 +20,13 @@ pub struct SubscriberOptions {
     pub(crate) reconnect_ms: u32,
     pub(crate) reconnect_max_ms: u32,
     pub(crate) stale_after_ms: u32,
+    pub(crate) snapshot_url: String,
+    pub(crate) resync_min_interval_ms: u32,
+    pub(crate) snapshot_timeout_ms: u32,
+    pub(crate) etcd_endpoints: String,
+    pub(crate) cluster_id: String,
+    pub(crate) event_port: u32,
+    pub(crate) admin_port: u32,
 }
 
 impl SubscriberOptions {
@@ -32,7 +39,55 @@ impl SubscriberOptions {
             reconnect_ms: 0,
             reconnect_max_ms: 0,
             stale_after_ms: 0,
+            snapshot_url: String::new(),
+            resync_min_interval_ms: 0,
+            snapshot_timeout_ms: 0,
+            etcd_endpoints: String::new(),
+            cluster_id: String::new(),
+            event_port: 0,
+            admin_port: 0,
         }
+    }
+
+    /// Follow the Mooncake HA leader named in etcd instead of a fixed
+    /// endpoint: `etcd_endpoints` is `"http://etcd-a:2379,http://etcd-b:2379"`;
+    /// the leader's events are read from `tcp://<leader ip>:<event_port>` and
+    /// its snapshot from `http://<leader ip>:<admin_port>/get_all_keys`
+    /// (admin port 0 = 9003). Every new leader clears the index and resyncs.
+    pub fn follow_leader(etcd_endpoints: impl Into<String>, event_port: u16, admin_port: u16) -> SubscriberOptions {
+        let mut options = SubscriberOptions::new("");
+        options.etcd_endpoints = etcd_endpoints.into();
+        options.event_port = u32::from(event_port);
+        options.admin_port = u32::from(admin_port);
+        options
+    }
+
+    /// The etcd key is `mooncake-store/<cluster_id>/master_view` (empty =
+    /// `"mooncake_cluster"`). Only used with [`follow_leader`](Self::follow_leader).
+    pub fn cluster_id(mut self, cluster_id: impl Into<String>) -> Self {
+        self.cluster_id = cluster_id.into();
+        self
+    }
+
+    /// Resync from this snapshot (`http(s)://master:9003/get_all_keys`) at
+    /// start and after every clear: until the snapshot is loaded and the
+    /// stream caught up, queries answer miss. Empty = no resync.
+    pub fn snapshot(mut self, url: impl Into<String>) -> Self {
+        self.snapshot_url = url.into();
+        self
+    }
+
+    /// At most one snapshot download per `interval` (zero = 5 s); failures
+    /// back off further, up to 16 times it.
+    pub fn resync_min_interval(mut self, interval: Duration) -> Self {
+        self.resync_min_interval_ms = millis(interval);
+        self
+    }
+
+    /// Time-out of one whole snapshot download (zero = 60 s).
+    pub fn snapshot_timeout(mut self, timeout: Duration) -> Self {
+        self.snapshot_timeout_ms = millis(timeout);
+        self
     }
 
     /// Only messages whose topic frame starts with `prefix` (empty = all).
@@ -73,7 +128,7 @@ fn millis(duration: Duration) -> u32 {
 
 /// A snapshot of the index's counters (each read atomically; the set is not
 /// one atomic snapshot). Gauges: `keys`, `groups`, `verified_groups`,
-/// `subscriber_connected`; the rest only grow.
+/// `subscriber_connected`, `snapshot_keys`, `resyncing`; the rest only grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub keys: u64,
@@ -97,6 +152,16 @@ pub struct Stats {
     pub pages_checked: u64,
     pub page_hits: u64,
     pub fast_path_hits: u64,
+    /// Snapshots loaded and caught up with the stream.
+    pub resyncs: u64,
+    /// Resyncs that failed (download, time-out, malformed body, overflow, gap).
+    pub resync_failures: u64,
+    /// Keys loaded by the last completed resync.
+    pub snapshot_keys: u64,
+    /// A resync is under way: queries answer miss.
+    pub resyncing: bool,
+    /// New leader views followed (etcd).
+    pub leader_changes: u64,
     /// Stored events not applied because their Mooncake batch began a run
     /// right after a possible loss (added in 1.1).
     pub stores_withheld: u64,
@@ -129,6 +194,11 @@ impl From<&sys::sci_stats> for Stats {
             pages_checked: s.pages_checked,
             page_hits: s.page_hits,
             fast_path_hits: s.fast_path_hits,
+            resyncs: s.resyncs,
+            resync_failures: s.resync_failures,
+            snapshot_keys: s.snapshot_keys,
+            resyncing: s.resyncing,
+            leader_changes: s.leader_changes,
             stores_withheld: s.stores_withheld,
         }
     }

@@ -807,6 +807,16 @@ extern "C" {
     ) -> sci_status;
 }
 extern "C" {
+    pub fn sci_index_check_prefix(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        prefix_pages: *mut usize,
+    ) -> sci_status;
+}
+extern "C" {
     pub fn sci_index_check_page_hashes(
         index: *mut sci_index,
         layout: *const sci_layout,
@@ -831,12 +841,19 @@ pub struct sci_subscriber_options {
     pub reconnect_ms: u32,
     pub reconnect_max_ms: u32,
     pub stale_after_ms: u32,
+    pub snapshot_url: sci_str,
+    pub resync_min_interval_ms: u32,
+    pub snapshot_timeout_ms: u32,
+    pub etcd_endpoints: sci_str,
+    pub cluster_id: sci_str,
+    pub event_port: u32,
+    pub admin_port: u32,
 }
 #[test]
 fn bindgen_test_layout_sci_subscriber_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_subscriber_options>(),
-        56usize,
+        120usize,
         concat!("Size of: ", stringify!(sci_subscriber_options))
     );
     assert_eq!(
@@ -946,6 +963,125 @@ fn bindgen_test_layout_sci_subscriber_options() {
         );
     }
     test_field_stale_after_ms();
+    fn test_field_snapshot_url() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_url) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(snapshot_url)
+            )
+        );
+    }
+    test_field_snapshot_url();
+    fn test_field_resync_min_interval_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resync_min_interval_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(resync_min_interval_ms)
+            )
+        );
+    }
+    test_field_resync_min_interval_ms();
+    fn test_field_snapshot_timeout_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).snapshot_timeout_ms) as usize - ptr as usize
+            },
+            76usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(snapshot_timeout_ms)
+            )
+        );
+    }
+    test_field_snapshot_timeout_ms();
+    fn test_field_etcd_endpoints() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).etcd_endpoints) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(etcd_endpoints)
+            )
+        );
+    }
+    test_field_etcd_endpoints();
+    fn test_field_cluster_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cluster_id) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(cluster_id)
+            )
+        );
+    }
+    test_field_cluster_id();
+    fn test_field_event_port() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_port) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(event_port)
+            )
+        );
+    }
+    test_field_event_port();
+    fn test_field_admin_port() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admin_port) as usize - ptr as usize
+            },
+            116usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(admin_port)
+            )
+        );
+    }
+    test_field_admin_port();
 }
 extern "C" {
     pub fn sci_subscriber_start(
@@ -956,6 +1092,13 @@ extern "C" {
 }
 extern "C" {
     pub fn sci_subscriber_stop(sub: *mut sci_subscriber);
+}
+extern "C" {
+    pub fn sci_subscriber_retarget(
+        sub: *mut sci_subscriber,
+        endpoint: sci_str,
+        snapshot_url: sci_str,
+    ) -> sci_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

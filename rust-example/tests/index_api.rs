@@ -636,3 +636,41 @@ fn subscriber_with_a_bad_endpoint_is_an_error() {
     );
     assert_eq!(Arc::strong_count(&index), 1);
 }
+
+#[test]
+fn resync_and_leader_options_are_checked() {
+    let index = Arc::new(Index::new().unwrap());
+    let error = Subscriber::start(
+        index.clone(),
+        &SubscriberOptions::new("tcp://127.0.0.1:9").snapshot("ftp://master/get_all_keys"),
+    )
+    .unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    assert!(error.message().contains("snapshot_url"), "{}", error);
+    // Following a leader needs its event port.
+    let error = Subscriber::start(index.clone(), &SubscriberOptions::follow_leader("http://127.0.0.1:9", 0, 0))
+        .unwrap_err();
+    assert!(error.message().contains("event_port"), "{}", error);
+    // With a snapshot URL the index answers miss until a resync completes.
+    let options = SubscriberOptions::new("tcp://127.0.0.1:9")
+        .snapshot("http://127.0.0.1:9/get_all_keys")
+        .resync_min_interval(std::time::Duration::from_millis(100))
+        .snapshot_timeout(std::time::Duration::from_secs(1));
+    let subscriber = Subscriber::start(index.clone(), &options).unwrap();
+    assert!(index.stats().unwrap().resyncing);
+    drop(subscriber);
+}
+
+#[test]
+fn retarget_checks_its_arguments_and_switches() {
+    let index = Arc::new(Index::new().unwrap());
+    let subscriber = Subscriber::start(index.clone(), &SubscriberOptions::new("tcp://127.0.0.1:9")).unwrap();
+    let error = subscriber.retarget("bogus://x", "").unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    let error = subscriber.retarget("tcp://127.0.0.1:9", "file:///etc/passwd").unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    subscriber.retarget("tcp://127.0.0.1:10", "http://127.0.0.1:10/get_all_keys").unwrap();
+    assert!(index.stats().unwrap().resyncing);
+    subscriber.retarget("tcp://127.0.0.1:9", "").unwrap();
+    assert!(!index.stats().unwrap().resyncing);
+}

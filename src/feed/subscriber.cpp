@@ -3,7 +3,11 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -16,7 +20,12 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "common/log.h"
+#include "feed/leader_follower.h"
+#include "feed/resync.h"
+#include "feed/wake_signal.h"
 #include "wire/message_apply.h"
 #include "wire/wire_decoder.h"
 
@@ -25,8 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Each subscriber has its own context, so this name never clashes.
-constexpr char kMonitorEndpoint[] = "inproc://sci-subscriber-monitor";
+// Each subscriber has its own context, so these names never clash; a
+// retarget opens a new socket with a new monitor, hence the number.
+constexpr char kMonitorEndpointFormat[] = "inproc://sci-subscriber-monitor-%d";
 
 // A production batch is a few tens of kilobytes; anything near this is not a
 // publisher we understand, and ZeroMQ drops the connection instead of
@@ -63,7 +73,63 @@ int HeartbeatIntervalMs(uint32_t stale_after_ms) {
 
 bool FitsInt(uint32_t value) { return value <= static_cast<uint32_t>(INT_MAX); }
 
+// Whether `url` can be a snapshot URL: http:// or https://, no NUL, space or
+// control character (libcurl would reject some, misread others).
+bool IsHttpUrl(const std::string& url) {
+  if (!absl::StartsWithIgnoreCase(url, "http://") && !absl::StartsWithIgnoreCase(url, "https://")) return false;
+  for (unsigned char c : url) {
+    if (c <= ' ' || c == 0x7f) return false;
+  }
+  return true;
+}
+
+std::string CheckSnapshotUrl(const char* name, const std::string& url) {
+  if (url.empty() || IsHttpUrl(url)) return {};
+  return absl::StrFormat("%s \"%s\" is not an http:// or https:// URL", name, absl::CHexEscape(url));
+}
+
+std::string CheckEndpoint(const std::string& endpoint) {
+  if (endpoint.empty()) return "endpoint is empty";
+  if (endpoint.find('\0') != std::string::npos) {
+    return absl::StrFormat("endpoint \"%s\" contains a NUL byte", absl::CHexEscape(endpoint));
+  }
+  return {};
+}
+
+// What a leader view means for the subscriber: its event stream and its
+// snapshot (docs/wire-formats.md, section 4: the view names the RPC port
+// only; the other services listen on the leader's host at known ports).
+std::string LeaderEndpoint(const std::string& host, uint32_t event_port) {
+  return absl::StrFormat("tcp://%s:%d", host, event_port);
+}
+std::string LeaderSnapshotUrl(const std::string& host, uint32_t admin_port) {
+  return absl::StrFormat("http://%s:%d/get_all_keys", host, admin_port);
+}
+
+ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
+  ResyncOptions r;
+  r.snapshot_url = options.snapshot_url;
+  r.min_interval_ms = options.resync_min_interval_ms;
+  r.timeout_ms = options.snapshot_timeout_ms;
+  r.buffer_bytes = options.resync_buffer_bytes;
+  r.proxy_from_env = options.proxy_from_env;
+  return r;
+}
+
 }  // namespace
+
+std::vector<std::string> SplitEndpointList(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
+    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+  }
+  return out;
+}
 
 class Subscriber::Loop {
  public:
@@ -73,33 +139,66 @@ class Subscriber::Loop {
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
-        data_(context_, zmq::socket_type::sub),
-        monitor_(context_, zmq::socket_type::pair) {}
+        resync_(index_, ResyncOptionsOf(options), wake_) {}
 
-  // Configures and connects the SUB socket on the caller's thread.
+  // Configures and connects the SUB socket on the caller's thread. Without
+  // an endpoint (etcd following, before the first view) there is no socket
+  // until a retarget brings one.
   bool Connect(SubscriberError* code, std::string* error) {
-    const int heartbeat_ms = HeartbeatIntervalMs(options_.stale_after_ms);
-    data_.set(zmq::sockopt::linger, 0);
-    data_.set(zmq::sockopt::rcvhwm, options_.receive_hwm);
-    data_.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
-    data_.set(zmq::sockopt::reconnect_ivl, static_cast<int>(options_.reconnect_ms));
-    data_.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options_.reconnect_max_ms));
-    data_.set(zmq::sockopt::heartbeat_ivl, heartbeat_ms);
-    data_.set(zmq::sockopt::heartbeat_timeout, 3 * heartbeat_ms);
-    data_.set(zmq::sockopt::subscribe, options_.topic);
-    // The monitor must exist before the connect, or the first handshake
-    // could go unseen.
-    if (zmq_socket_monitor(data_.handle(), kMonitorEndpoint, kMonitoredEvents) != 0) throw zmq::error_t();
-    monitor_.set(zmq::sockopt::linger, 0);
-    monitor_.connect(kMonitorEndpoint);
-    if (zmq_connect(data_.handle(), options_.endpoint.c_str()) != 0) {
-      const int err = zmq_errno();
-      *code = IsEndpointError(err) ? SubscriberError::kInvalidArgument : SubscriberError::kIo;
-      *error = absl::StrFormat("endpoint \"%s\": ZeroMQ cannot connect to it (%s)", endpoint_for_logs_,
-                               zmq_strerror(err));
-      return false;
-    }
+    if (!options_.endpoint.empty() && !OpenSocket(options_.endpoint, code, error)) return false;
+    // Start-up: the pool's objects are not in the index yet. Held from
+    // here, so that no query after Start() returns sees a stale state.
+    resync_.Begin(Clock::now());
     return true;
+  }
+
+  // Disposes of the follower first: it calls into this loop.
+  ~Loop() { LeaderFollower::Dispose(std::move(follower_)); }
+
+  // HA following: a thread of its own polls the leader view and retargets
+  // this loop on every change. Called once, by Start(), after Run() began.
+  void FollowLeader(const SubscriberOptions& options) {
+    LeaderFollowerOptions follow;
+    follow.etcd_endpoints = options.etcd_endpoints;
+    follow.cluster_id = options.cluster_id;
+    follow.poll_ms = options.etcd_poll_ms;
+    follow.proxy_from_env = options.proxy_from_env;
+    const uint32_t event_port = options.event_port;
+    const uint32_t admin_port = options.admin_port;
+    follower_ = std::make_unique<LeaderFollower>(
+        index_share_, index_, std::move(follow), [this, event_port, admin_port](const LeaderView& view) {
+          std::string why;
+          // kIo: the subscriber is stopping; nothing to say.
+          if (Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why) ==
+              SubscriberError::kInvalidArgument) {
+            Logf(LogLevel::kWarn, "leader view: cannot follow %s: %s", absl::CHexEscape(view.address), why);
+          }
+        });
+  }
+
+  // Asks the follower to stop polling (it finishes on its own thread).
+  void StopFollowing() {
+    if (follower_ != nullptr) follower_->RequestStop();
+  }
+
+  // Any thread but the loop's: hands a retarget to the loop's thread and
+  // waits for its outcome.
+  SubscriberError Retarget(std::string endpoint, std::string snapshot_url, std::string* error) {
+    std::unique_lock<std::mutex> lock(retarget_mu_);
+    if (!running_) {
+      *error = "the subscriber is stopped";
+      return SubscriberError::kIo;
+    }
+    const uint64_t ticket = ++retarget_requested_;
+    pending_retarget_ = PendingRetarget{std::move(endpoint), std::move(snapshot_url)};
+    wake_.Notify();
+    retarget_done_.wait(lock, [&] { return retarget_completed_ >= ticket || !running_; });
+    if (retarget_completed_ < ticket) {
+      *error = "the subscriber stopped before the retarget";
+      return SubscriberError::kIo;
+    }
+    *error = retarget_error_;
+    return retarget_code_;
   }
 
   // The thread's body. Returns when Wake() is called (or on a fatal socket
@@ -114,12 +213,27 @@ class Subscriber::Loop {
     } catch (...) {
       Abandon("unknown exception");
     }
+    try {
+      resync_.SetUrl({});  // stops a download; a stopped subscriber resyncs nothing
+    } catch (...) {
+    }
     index_.counters().subscriber_connected.Set(false);
+    {
+      std::lock_guard<std::mutex> lock(retarget_mu_);
+      running_ = false;
+    }
+    retarget_done_.notify_all();
   }
 
   // Called from the stopping thread: every blocking call of this context,
-  // zmq_poll included, returns ETERM.
-  void Wake() { zmq_ctx_shutdown(context_.handle()); }
+  // zmq_poll included, returns ETERM. A zmq_poll with no socket yet (HA
+  // following before the first leader view) watches only the wake-up fd,
+  // which does not see the context end: hence the flag and the signal.
+  void Wake() {
+    stop_requested_.store(true, std::memory_order_release);
+    zmq_ctx_shutdown(context_.handle());
+    wake_.Notify();
+  }
 
   // Stop() was called from this thread, which cannot join itself: the thread
   // deletes the loop when Run() returns.
@@ -129,18 +243,127 @@ class Subscriber::Loop {
  private:
   void Serve() {
     doubt_since_ = Clock::now();  // nothing has proved the index's contents yet
+    seen_clears_ = index_.counters().clears.Get();
     while (true) {
-      zmq_pollitem_t items[] = {{data_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
-      if (zmq_poll(items, 2, PollTimeoutMs()) < 0) {
+      zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
+                                {data_.handle(), 0, ZMQ_POLLIN, 0},
+                                {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+      const int n_items = data_.handle() != nullptr ? 3 : 1;
+      if (zmq_poll(items, n_items, PollTimeoutMs()) < 0) {
         if (zmq_errno() == EINTR) continue;
         throw zmq::error_t();  // ETERM: Stop() was called
       }
-      // Monitor first: the handshake event of a connection is emitted before
-      // any of its messages, so a message is never judged against a stale
-      // idea of the connection.
-      if (items[1].revents & ZMQ_POLLIN) DrainMonitor();
-      if (items[0].revents & ZMQ_POLLIN) DrainData(kMaxMessagesPerWake);
+      if (items[0].revents & ZMQ_POLLIN) {
+        wake_.Reset();
+        if (stop_requested_.load(std::memory_order_acquire)) return;
+        TakeRetarget();
+        if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
+      }
+      if (n_items == 3 && data_.handle() != nullptr) {
+        // Monitor first: the handshake event of a connection is emitted
+        // before any of its messages, so a message is never judged against a
+        // stale idea of the connection.
+        if (items[2].revents & ZMQ_POLLIN) DrainMonitor();
+        if (items[1].revents & ZMQ_POLLIN) DrainData(kMaxMessagesPerWake);
+      }
       CheckStale(Clock::now());
+      ResyncIfCleared(Clock::now());
+    }
+  }
+
+  // Opens a new SUB socket (and its monitor) connected to `endpoint`, in
+  // place of the current one. On failure the current one stays.
+  bool OpenSocket(const std::string& endpoint, SubscriberError* code, std::string* error) {
+    zmq::socket_t data(context_, zmq::socket_type::sub);
+    zmq::socket_t monitor(context_, zmq::socket_type::pair);
+    const int heartbeat_ms = HeartbeatIntervalMs(options_.stale_after_ms);
+    data.set(zmq::sockopt::linger, 0);
+    data.set(zmq::sockopt::rcvhwm, options_.receive_hwm);
+    data.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
+    data.set(zmq::sockopt::reconnect_ivl, static_cast<int>(options_.reconnect_ms));
+    data.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options_.reconnect_max_ms));
+    data.set(zmq::sockopt::heartbeat_ivl, heartbeat_ms);
+    data.set(zmq::sockopt::heartbeat_timeout, 3 * heartbeat_ms);
+    data.set(zmq::sockopt::subscribe, options_.topic);
+    // The monitor must exist before the connect, or the first handshake
+    // could go unseen.
+    const std::string monitor_endpoint = absl::StrFormat(kMonitorEndpointFormat, ++sockets_opened_);
+    if (zmq_socket_monitor(data.handle(), monitor_endpoint.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(monitor_endpoint);
+    if (zmq_connect(data.handle(), endpoint.c_str()) != 0) {
+      const int err = zmq_errno();
+      *code = IsEndpointError(err) ? SubscriberError::kInvalidArgument : SubscriberError::kIo;
+      *error = absl::StrFormat("endpoint \"%s\": ZeroMQ cannot connect to it (%s)", absl::CHexEscape(endpoint),
+                               zmq_strerror(err));
+      return false;
+    }
+    data_ = std::move(data);  // closes the old socket (linger 0): its queued messages go with it
+    monitor_ = std::move(monitor);
+    endpoint_for_logs_ = absl::CHexEscape(endpoint);
+    return true;
+  }
+
+  // On the loop's thread: performs a retarget Retarget() handed over.
+  void TakeRetarget() {
+    std::optional<PendingRetarget> request;
+    uint64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(retarget_mu_);
+      request.swap(pending_retarget_);
+      ticket = retarget_requested_;
+    }
+    if (!request) return;
+    SubscriberError code = SubscriberError::kNone;
+    std::string error;
+    if (OpenSocket(request->endpoint, &code, &error)) {
+      code = SubscriberError::kNone;
+      if (connected_) {
+        connected_ = false;
+        index_.counters().subscriber_connected.Set(false);
+      }
+      trusted_ = false;
+      stale_handled_ = false;
+      doubt_since_ = Clock::now();
+      // A new publisher is a new sequence space: what the index holds came
+      // from the old one. Clear, then resync from the new snapshot.
+      resync_.SetUrl(request->snapshot_url);
+      if (resync_.enabled()) {
+        resync_.Begin(doubt_since_);
+      } else {
+        index_.Clear();
+      }
+      seen_clears_ = index_.counters().clears.Get();
+      Logf(LogLevel::kInfo, "subscriber: retargeted to %s (snapshot %s)", endpoint_for_logs_,
+           request->snapshot_url.empty() ? std::string("none") : absl::CHexEscape(request->snapshot_url));
+    }
+    {
+      std::lock_guard<std::mutex> lock(retarget_mu_);
+      retarget_code_ = code;
+      retarget_error_ = std::move(error);
+      retarget_completed_ = ticket;
+    }
+    retarget_done_.notify_all();
+  }
+
+  // After anything that may have cleared the index (a gap, an all-cleared
+  // event, the stale rule, sci_index_clear): refill it from the snapshot.
+  void ResyncIfCleared(Clock::time_point now) {
+    const uint64_t clears = index_.counters().clears.Get();
+    if (clears == seen_clears_) return;
+    seen_clears_ = clears;
+    if (resync_.enabled() && !resync_.active()) resync_.Begin(now);
+  }
+
+  // The index serves again, as of the last buffered message.
+  void OnResynced(Clock::time_point now) {
+    seen_clears_ = index_.counters().clears.Get();
+    if (connected_) {
+      trusted_ = true;
+    } else {
+      trusted_ = false;
+      stale_handled_ = false;
+      doubt_since_ = now;
     }
   }
 
@@ -148,7 +371,7 @@ class Subscriber::Loop {
   // the thread sleeps in zmq_poll and only wakes for a message, a connection
   // change, the deadline or Stop().
   long PollTimeoutMs() const {
-    if (trusted_ || stale_handled_) return -1;
+    if (trusted_ || stale_handled_ || resync_.active()) return -1;
     const auto left = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms) - Clock::now();
     if (left <= Clock::duration::zero()) return 0;
     // Rounded up, so that the wake-up is never just before the deadline.
@@ -207,6 +430,11 @@ class Subscriber::Loop {
 
   void ApplyReceived(size_t n_frames) {
     index_.counters().messages_received.Add();
+    if (resync_.active()) {
+      // Held for the resync (buffered, or dropped before it starts).
+      resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
+      return;
+    }
     spans_.clear();
     for (size_t i = 0; i < n_frames; ++i) {
       spans_.emplace_back(static_cast<const uint8_t*>(frames_[i].data()), frames_[i].size());
@@ -270,7 +498,8 @@ class Subscriber::Loop {
   }
 
   void CheckStale(Clock::time_point now) {
-    if (trusted_ || stale_handled_) return;
+    // A resync under way holds the index empty; its outcome decides trust.
+    if (trusted_ || stale_handled_ || resync_.active()) return;
     if (now - doubt_since_ < std::chrono::milliseconds(options_.stale_after_ms)) return;
     stale_handled_ = true;
     // Without a cursor the index holds nothing a dead publisher could have
@@ -293,29 +522,110 @@ class Subscriber::Loop {
     Logf(LogLevel::kError, "subscriber %s: stopped on an error (%s); index cleared", endpoint_for_logs_, why);
   }
 
+  struct PendingRetarget {
+    std::string endpoint;
+    std::string snapshot_url;
+  };
+
   // The thread's share of the index (empty when the caller keeps it alive),
   // so that a thread stopped from its own callback can finish its step.
   const std::shared_ptr<Index> index_share_;
   Index& index_;
   const SubscriberOptions options_;
-  const std::string endpoint_for_logs_;
+  std::string endpoint_for_logs_;  // changes on a retarget (the loop's thread only, once it runs)
 
+  WakeSignal wake_;
   // Declared before the sockets: destroyed after them, once they are closed.
   zmq::context_t context_;
-  zmq::socket_t data_;
+  zmq::socket_t data_;     // null until the first endpoint is known
   zmq::socket_t monitor_;
+  int sockets_opened_ = 0;
+  Resync resync_;  // after wake_ and the index: stops its download first when destroyed
+
+  // ---- shared with Retarget() callers ----
+  std::mutex retarget_mu_;
+  std::condition_variable retarget_done_;
+  bool running_ = true;
+  std::optional<PendingRetarget> pending_retarget_;
+  uint64_t retarget_requested_ = 0;
+  uint64_t retarget_completed_ = 0;
+  SubscriberError retarget_code_ = SubscriberError::kNone;
+  std::string retarget_error_;
+
+  std::atomic<bool> stop_requested_{false};  // see Wake()
+
+  // Last: destroyed (joined) first, since it calls Retarget().
+  std::unique_ptr<LeaderFollower> follower_;
 
   // ---- owned by the thread once it runs ----
   bool owned_by_thread_ = false;  // set by a Stop() on this thread
   bool connected_ = false;      // a handshake succeeded and no disconnect since
   bool trusted_ = false;        // connected_, and a message applied on this connection
   bool stale_handled_ = false;  // the doubt since doubt_since_ already led to a clear (or nothing to clear)
+  uint64_t seen_clears_ = 0;    // the clears counter as last looked at (see ResyncIfCleared)
   Clock::time_point doubt_since_{};
   std::vector<zmq::message_t> frames_;
   std::vector<std::span<const uint8_t>> spans_;
   DecodedMessage scratch_;
   std::string error_;
 };
+
+namespace {
+
+// Checks every option; an empty string when they can work, else a message
+// naming the first one that cannot.
+std::string CheckOptions(const SubscriberOptions& options) {
+  const bool follow = !options.etcd_endpoints.empty();
+  if (follow) {
+    if (!options.endpoint.empty()) {
+      return absl::StrFormat("endpoint \"%s\" must be empty with etcd_endpoints: the leader's address comes from etcd",
+                             absl::CHexEscape(options.endpoint));
+    }
+    if (!options.snapshot_url.empty()) {
+      return "snapshot_url must be empty with etcd_endpoints: it is the leader's http://<ip>:<admin_port>/get_all_keys";
+    }
+    for (const std::string& e : options.etcd_endpoints) {
+      if (!IsHttpUrl(e)) {
+        return absl::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
+      }
+    }
+    if (options.cluster_id.empty()) return "cluster_id is empty";
+    for (unsigned char c : options.cluster_id) {
+      if (c <= ' ' || c == 0x7f) {
+        return absl::StrFormat("cluster_id \"%s\" contains a space or control character",
+                               absl::CHexEscape(options.cluster_id));
+      }
+    }
+    if (options.event_port == 0 || options.event_port > 65535) {
+      return absl::StrFormat("event_port %d is not a port (1..65535; required with etcd_endpoints)",
+                             options.event_port);
+    }
+    if (options.admin_port == 0 || options.admin_port > 65535) {
+      return absl::StrFormat("admin_port %d is not a port (1..65535)", options.admin_port);
+    }
+    if (options.etcd_poll_ms == 0 || !FitsInt(options.etcd_poll_ms)) {
+      return absl::StrFormat("etcd_poll_ms %d is out of range", options.etcd_poll_ms);
+    }
+  } else if (std::string e = CheckEndpoint(options.endpoint); !e.empty()) {
+    return e;
+  }
+  if (std::string e = CheckSnapshotUrl("snapshot_url", options.snapshot_url); !e.empty()) return e;
+  if (options.reconnect_ms == 0) return "reconnect_ms is 0";
+  for (const auto& [name, value] : {std::pair{"reconnect_ms", options.reconnect_ms},
+                                    std::pair{"reconnect_max_ms", options.reconnect_max_ms},
+                                    std::pair{"stale_after_ms", options.stale_after_ms},
+                                    std::pair{"resync_min_interval_ms", options.resync_min_interval_ms},
+                                    std::pair{"snapshot_timeout_ms", options.snapshot_timeout_ms}}) {
+    if (!FitsInt(value)) return absl::StrFormat("%s %d is too large (at most %d)", name, value, INT_MAX);
+  }
+  if (options.resync_min_interval_ms == 0) return "resync_min_interval_ms is 0";
+  if (options.snapshot_timeout_ms == 0) return "snapshot_timeout_ms is 0";
+  if (options.resync_buffer_bytes == 0) return "resync_buffer_bytes is 0";
+  if (options.receive_hwm < 0) return absl::StrFormat("receive_hwm %d is negative", options.receive_hwm);
+  return {};
+}
+
+}  // namespace
 
 std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOptions& options,
                                               SubscriberError* code, std::string* error) {
@@ -326,28 +636,8 @@ std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOpti
 std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, const SubscriberOptions& options,
                                               SubscriberError* code, std::string* error) {
   *code = SubscriberError::kInvalidArgument;
-  if (options.endpoint.empty()) {
-    *error = "endpoint is empty";
-    return nullptr;
-  }
-  if (options.endpoint.find('\0') != std::string::npos) {
-    *error = absl::StrFormat("endpoint \"%s\" contains a NUL byte", absl::CHexEscape(options.endpoint));
-    return nullptr;
-  }
-  if (options.reconnect_ms == 0) {
-    *error = "reconnect_ms is 0";
-    return nullptr;
-  }
-  for (const auto& [name, value] : {std::pair{"reconnect_ms", options.reconnect_ms},
-                                    std::pair{"reconnect_max_ms", options.reconnect_max_ms},
-                                    std::pair{"stale_after_ms", options.stale_after_ms}}) {
-    if (!FitsInt(value)) {
-      *error = absl::StrFormat("%s %d is too large (at most %d)", name, value, INT_MAX);
-      return nullptr;
-    }
-  }
-  if (options.receive_hwm < 0) {
-    *error = absl::StrFormat("receive_hwm %d is negative", options.receive_hwm);
+  if (std::string problem = CheckOptions(options); !problem.empty()) {
+    *error = std::move(problem);
     return nullptr;
   }
 
@@ -362,6 +652,7 @@ std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, cons
       loop->Run();
       if (loop->owned_by_thread()) delete loop;
     });
+    if (!options.etcd_endpoints.empty()) subscriber->loop_->FollowLeader(options);
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {
@@ -378,6 +669,10 @@ Subscriber::~Subscriber() { Stop(); }
 
 void Subscriber::Stop() {
   if (loop_ == nullptr) return;
+  // Without waiting: the follower may be in the middle of a retarget that
+  // only the loop's thread, woken below, can finish. The loop's destructor
+  // joins it.
+  loop_->StopFollowing();
   loop_->Wake();
   if (thread_.get_id() == std::this_thread::get_id()) {
     // From a callback on the subscriber's own thread: see the header.
@@ -388,6 +683,23 @@ void Subscriber::Stop() {
   }
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // closes the sockets (linger 0), then terminates the context
+}
+
+SubscriberError Subscriber::Retarget(const std::string& endpoint, const std::string& snapshot_url,
+                                     std::string* error) {
+  if (std::string e = CheckEndpoint(endpoint); !e.empty()) {
+    *error = std::move(e);
+    return SubscriberError::kInvalidArgument;
+  }
+  if (std::string e = CheckSnapshotUrl("snapshot_url", snapshot_url); !e.empty()) {
+    *error = std::move(e);
+    return SubscriberError::kInvalidArgument;
+  }
+  if (loop_ == nullptr) {
+    *error = "the subscriber is stopped";
+    return SubscriberError::kIo;
+  }
+  return loop_->Retarget(endpoint, snapshot_url, error);
 }
 
 }  // namespace sci

@@ -20,6 +20,15 @@
 // After a stale clear the index has no sequence cursor, so the next message
 // is accepted at whatever sequence it carries.
 //
+// Resync (feed/resync.h). With a snapshot URL, every start and every clear
+// (a gap, a restart, a stale clear, an all-cleared event, sci_index_clear)
+// refills the index from the master's snapshot; until the snapshot is
+// loaded and the buffered stream replayed, the index answers miss.
+//
+// HA following (feed/leader_follower.h). With etcd endpoints, the endpoint
+// and the snapshot URL come from the leader view in etcd and follow every
+// change of it (a new leader: retarget, i.e. clear and resync).
+//
 // One subscriber per index. The index has one sequence cursor: a second
 // subscriber on the same publisher makes every batch arrive twice (the
 // second copy is a counted duplicate); on another publisher their sequences
@@ -30,7 +39,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "index/index.h"
 
@@ -45,13 +56,44 @@ struct SubscriberOptions {
   // millions of events, enough for a burst while the thread catches up.
   static constexpr int kDefaultReceiveHwm = 1 << 18;
 
-  std::string endpoint;  // "tcp://host:port" or "ipc:///path"; required
+  static constexpr uint32_t kDefaultResyncMinIntervalMs = 5000;
+  static constexpr uint32_t kDefaultSnapshotTimeoutMs = 60000;
+  // Stream bytes buffered while a snapshot downloads; see feed/resync.h.
+  static constexpr size_t kDefaultResyncBufferBytes = size_t{64} << 20;
+  static constexpr char kDefaultClusterId[] = "mooncake_cluster";
+  static constexpr uint32_t kDefaultAdminPort = 9003;
+  static constexpr uint32_t kDefaultEtcdPollMs = 500;
+
+  // "tcp://host:port" or "ipc:///path". Required, except with etcd_endpoints,
+  // where it must be empty (the leader's address comes from etcd).
+  std::string endpoint;
   std::string topic;     // subscription prefix; empty = every message
   uint32_t reconnect_ms = kDefaultReconnectMs;
   uint32_t reconnect_max_ms = kDefaultReconnectMaxMs;
   uint32_t stale_after_ms = kDefaultStaleAfterMs;
   int receive_hwm = kDefaultReceiveHwm;
+
+  // ---- resync ----
+  // "http(s)://master:9003/get_all_keys"; empty = no resync. Must be empty
+  // with etcd_endpoints (derived from the leader then).
+  std::string snapshot_url;
+  uint32_t resync_min_interval_ms = kDefaultResyncMinIntervalMs;  // > 0
+  uint32_t snapshot_timeout_ms = kDefaultSnapshotTimeoutMs;       // > 0
+  size_t resync_buffer_bytes = kDefaultResyncBufferBytes;         // > 0
+  // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).
+  bool proxy_from_env = false;
+
+  // ---- HA following ----
+  // etcd endpoints, "http://etcd-a:2379,http://etcd-b:2379"; empty = none.
+  std::vector<std::string> etcd_endpoints;
+  std::string cluster_id = kDefaultClusterId;
+  uint32_t event_port = 0;                  // the leader's publisher port; required with etcd
+  uint32_t admin_port = kDefaultAdminPort;  // the leader's admin HTTP port
+  uint32_t etcd_poll_ms = kDefaultEtcdPollMs;
 };
+
+// Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> SplitEndpointList(std::string_view list);
 
 enum class SubscriberError : int32_t { kNone = 0, kInvalidArgument, kIo };
 
@@ -87,6 +129,15 @@ class Subscriber {
   // applied at most; no socket read succeeds any more), drops the gauge,
   // then frees its sockets and its share of the index by itself.
   void Stop();
+
+  // Moves a running subscriber to another publisher (an application doing
+  // its own leader discovery): closes the connection, connects to
+  // `endpoint`, clears the index and resyncs from `snapshot_url` (empty: no
+  // resync, the index refills from new stored events). Waits until the
+  // subscriber's thread has done it. kInvalidArgument for an endpoint or URL
+  // that cannot work (nothing changes then); kIo once stopped. Must not be
+  // called from the log callback.
+  SubscriberError Retarget(const std::string& endpoint, const std::string& snapshot_url, std::string* error);
 
  private:
   class Loop;  // the thread's sockets and state; ZeroMQ stays out of this header

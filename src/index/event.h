@@ -3,10 +3,17 @@
 // applies the event, nothing more.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 namespace sci {
+
+// The longest object key the index accepts (64 KiB). A longer key is
+// ignored and counted, as an empty one is: it can only turn into a miss. The
+// same bound caps a snapshot line (feed/snapshot_parser.h), so that a
+// malformed snapshot cannot make a line buffer grow without end.
+inline constexpr size_t kMaxObjectKeyBytes = size_t{64} << 10;
 
 enum class EventKind : int32_t {
   kStored = 1,

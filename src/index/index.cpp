@@ -64,6 +64,30 @@ void Index::Clear() {
   counters_.clears.Add();
 }
 
+void Index::Hold() {
+  absl::MutexLock apply(&apply_mu_);
+  // Held before the tables are touched: a reader that takes the lock after
+  // any of the changes below sees the hold (the lock orders them).
+  held_.store(true, std::memory_order_relaxed);
+  ClearTables();
+}
+
+void Index::Release() {
+  absl::MutexLock apply(&apply_mu_);
+  held_.store(false, std::memory_order_relaxed);
+}
+
+void Index::LoadKeys(std::span<const std::string_view> keys) {
+  absl::MutexLock apply(&apply_mu_);
+  const uint64_t seed = TenantSeed({});
+  for (std::string_view object_key : keys) {
+    const Fingerprint key = FingerprintOf(seed, object_key);
+    WarmUp(key, nullptr);
+    WriterLock lock(tables_lock_);
+    StoreKey(key, nullptr);  // no group: an exact-path hit, never marked verified
+  }
+}
+
 void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   switch (event.kind) {
     case EventKind::kAllCleared:
@@ -79,7 +103,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       counters_.ignored_events.Add();
       return;
   }
-  if (event.object_key.empty()) {
+  if (event.object_key.empty() || event.object_key.size() > kMaxObjectKeyBytes) {
     counters_.ignored_events.Add();
     return;
   }
@@ -287,9 +311,8 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 }
 
 bool Index::ContainsKey(const Fingerprint& key) const {
-  const PackedKey packed(key);
   ReaderLock lock(tables_lock_);
-  return key_shards_[ShardOf(packed)].contains(packed);
+  return ContainsKeyLocked(key);
 }
 
 KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const {
@@ -298,6 +321,29 @@ KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) con
     const PackedKey packed(key);
     key_shards_[ShardOf(packed)].prefetch(packed);
   }
+  return CheckKeysLocked(keys, group);
+}
+
+GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
+  ReaderLock lock(tables_lock_);
+  return ProbeGroupLocked(group, layout);
+}
+
+bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+  if (!probe.exists || layout == 0) return false;
+  ReaderLock lock(tables_lock_);
+  return MarkVerifiedLocked(group, probe, layout);
+}
+
+// Every read below tests the hold (see Hold()) with the table lock held.
+bool Index::ContainsKeyLocked(const Fingerprint& key) const {
+  if (held_.load(std::memory_order_relaxed)) return false;
+  const PackedKey packed(key);
+  return key_shards_[ShardOf(packed)].contains(packed);
+}
+
+KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const {
+  if (held_.load(std::memory_order_relaxed)) return KeyCheck{};
   KeyCheck check{true, group != kNoGroup};
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
@@ -309,8 +355,8 @@ KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) con
   return check;
 }
 
-GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
-  ReaderLock lock(tables_lock_);
+GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
+  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   if (it == groups.end()) return GroupProbe{};
@@ -324,9 +370,9 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
   return probe;
 }
 
-bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
-  ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return false;
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   // A key stored under the group, or leaving it, since the probe: what the

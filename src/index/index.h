@@ -107,8 +107,28 @@ class Index {
   // Forgets keys, groups and the cursor; counts a clear.
   void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
+  // ---- resync (feed/resync.h): load a snapshot that no query may see yet ----
+
+  // Empties the index (keys, groups, cursor; not counted as a clear: the
+  // resync that asks for it is counted instead) and holds it back: until
+  // Release(), every lookup answers "absent" and no group is verified, so a
+  // half-loaded snapshot whose later removals still wait in a buffer is
+  // never seen. Idempotent.
+  void Hold() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Ends the hold: queries see the index again.
+  void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  bool held() const { return held_.load(std::memory_order_relaxed); }
+
+  // Stores `keys` in the default tenant under no group, leaving the cursor
+  // and the batch / event counters alone (snapshot keys are not events).
+  // Keys must be non-empty and at most kMaxObjectKeyBytes long. The
+  // capacity bound applies as for stored events.
+  void LoadKeys(std::span<const std::string_view> keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
+  // Each of these takes the reader lock for its own lookups; a caller with
+  // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, and whether each was stored under
@@ -130,6 +150,57 @@ class Index {
   // generation, same verify epoch). Returns whether it marked.
   bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
+
+  // Several lookups under one hold of the reader lock: the page query's way
+  // of paying one lock round trip for many pages (on two cores, the lock
+  // word's cache line moving between readers is what a query per page lock
+  // would cost). Prefetches let the caller start the table lines it will
+  // need in a later hold on their way while it computes something else.
+  // Hold it for lookups only (a writer waits for it), and never apply
+  // events while holding it (that would wait for itself).
+  //
+  // Lock analysis: the hold is this object's lifetime, which clang's
+  // -Wthread-safety cannot see inside the member functions; they are exempt
+  // from it and only forward to the *Locked functions, which require the
+  // lock held shared.
+  class ABSL_SCOPED_LOCKABLE Reader {
+   public:
+    explicit Reader(Index& index) ABSL_SHARED_LOCK_FUNCTION(index.tables_lock_) : index_(index) {
+      index_.tables_lock_.ReaderLock();
+    }
+    ~Reader() ABSL_UNLOCK_FUNCTION() { index_.tables_lock_.ReaderUnlock(); }
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+
+    void PrefetchKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      const PackedKey packed(key);
+      index_.key_shards_[ShardOf(packed)].prefetch(packed);
+    }
+    void PrefetchGroup(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      index_.group_shards_[ShardOf(group)].prefetch(group);
+    }
+    bool ContainsKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.ContainsKeyLocked(key);
+    }
+    // Index::CheckKeys without its prefetch (the caller prefetched the keys).
+    KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.CheckKeysLocked(keys, group);
+    }
+    // Whether every key is present (no prefetch: the caller prefetched them).
+    bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.CheckKeysLocked(keys, kNoGroup).all_present;
+    }
+    GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.ProbeGroupLocked(group, layout);
+    }
+    bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) const
+        ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.MarkVerifiedLocked(group, probe, layout);
+    }
+
+   private:
+    Index& index_;
+  };
 
   // ---- counters ----
 
@@ -190,6 +261,15 @@ class Index {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
 
+  // With tables_lock_ held (shared or exclusive).
+  bool ContainsKeyLocked(const Fingerprint& key) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  KeyCheck CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  GroupProbe ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  bool MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
   // held exclusively.
   void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
@@ -246,6 +326,9 @@ class Index {
   bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
+  // See Hold(). Written by the writer; readers test it with tables_lock_
+  // held, so a reader that can see a snapshot key also sees the hold.
+  std::atomic<bool> held_{false};
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};

@@ -44,15 +44,13 @@
   X(queries, uint64_t, COUNTER, READERS, "Page queries answered.")                                               \
   X(pages_checked, uint64_t, COUNTER, READERS, "Pages examined by page queries.")                                \
   X(page_hits, uint64_t, COUNTER, READERS, "Pages found fully present.")                                         \
-  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")           \
-  /* Added in 1.1. The resync and leader rows are kept by the subscriber's */                                    \
-  /* snapshot resync and etcd leader following (zero until they land). */                                        \
+  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")          \
   X(resyncs, uint64_t, COUNTER, SUBSCRIBER, "Snapshots loaded and caught up with the stream.")                   \
   X(resync_failures, uint64_t, COUNTER, SUBSCRIBER,                                                              \
-    "Snapshot downloads failed, timed out, malformed, or aborted by a gap or overflow.")                         \
+    "Resyncs failed: download error, time-out, malformed snapshot, buffer overflow or gap.")                     \
   X(snapshot_keys, uint64_t, GAUGE, SUBSCRIBER, "Keys loaded by the last completed resync.")                     \
   X(resyncing, bool, GAUGE, SUBSCRIBER, "1 while a resync is under way (queries answer miss).")                  \
-  X(leader_changes, uint64_t, COUNTER, SUBSCRIBER, "New leader views followed (etcd).")                          \
+  X(leader_changes, uint64_t, COUNTER, SUBSCRIBER, "New Mooncake leader views followed (etcd).")                 \
   X(stores_withheld, uint64_t, COUNTER, WRITER,                                                                  \
     "Stored events not applied: their Mooncake batch began a run right after a possible loss.")
 

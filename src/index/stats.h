@@ -75,6 +75,10 @@ struct alignas(64) ReaderSideCounters {
 // Counters that sit outside the index's tables: every row of the list not
 // kept by TABLES, as a member of the same name. Gauges of the tables
 // themselves (keys, groups, verified groups, cursor) are kept by the index.
-struct Counters : stats_internal::WriterSideCounters, stats_internal::ReaderSideCounters {};
+struct Counters : stats_internal::WriterSideCounters, stats_internal::ReaderSideCounters {
+  // Leader-view reads that found no etcd endpoint answering. C++ only: not
+  // in sci_stats, whose fields docs/c-api.md fixes; the log says it too.
+  Counter etcd_failures;
+};
 
 }  // namespace sci

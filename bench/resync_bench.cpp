@@ -1,0 +1,273 @@
+// Resync at scale (issue 12; performance targets in bench/README.md): a
+// snapshot of N keys served over loopback HTTP (cpp-httplib, streamed, never
+// built whole) while a real ZeroMQ publisher streams stored events at a
+// fixed rate (>= 100k events/s), into a subscriber that loads the snapshot,
+// replays what it buffered meanwhile and catches up.
+//
+//   resync/keys:<n>/live_events_per_s:<r>
+//
+// Reported:
+//   keys_per_s     snapshot keys / (snapshot request received -> resync done:
+//                  download, parse, load and buffer replay)
+//   overhead_MB    peak RSS during the resync minus the RSS before it minus
+//                  what the index itself takes at the end (measured on a
+//                  reference index loaded with the same keys, kept alive):
+//                  the buffer, libcurl, the parser -- and, conservatively,
+//                  the in-process HTTP server and publisher
+//   index_MB       that reference index
+//   live_events_per_s  the stream's measured rate (it runs from before the
+//                  download until the resync is done)
+//   keys_after     keys in the index once caught up (snapshot + live)
+// The run fails (SkipWithError) if the index did not catch up with every
+// message sent, or saw a gap.
+#include <benchmark/benchmark.h>
+#include <httplib.h>
+#include <malloc.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <new>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.h"
+#include "common/log.h"
+#include "feed/subscriber.h"
+#include "index/index.h"
+#include "loopback_publisher.h"  // tests/: a real ZeroMQ publisher
+
+namespace sci::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// Fixed-width keys shaped like SGLang objects ("<64 hex>_<rank>_k\n", 72
+// bytes): line i is a function of i, so the server streams any range of the
+// body without ever holding it.
+constexpr size_t kLineBytes = 72;
+void WriteLine(uint64_t i, char* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const uint64_t words[4] = {i * 0x9E3779B97F4A7C15ull, i, 0, 0x5eed};
+  for (int w = 0; w < 4; ++w) {
+    for (int d = 0; d < 16; ++d) out[w * 16 + d] = kHex[(words[w] >> (60 - 4 * d)) & 0xf];
+  }
+  out[64] = '_';
+  out[65] = static_cast<char>('0' + i % 8);
+  out[66] = '_';
+  out[67] = 'k';
+  out[68] = '_';
+  out[69] = 'x';
+  out[70] = 'x';
+  out[71] = '\n';
+}
+std::string SnapshotLine(uint64_t i) {
+  std::string line(kLineBytes, '\0');
+  WriteLine(i, line.data());
+  return line;
+}
+
+// The snapshot server runs in a child process, forked before this process
+// has any thread: its memory and CPU stay out of what is measured here.
+class SnapshotServerProcess {
+ public:
+  explicit SnapshotServerProcess(uint64_t keys) {
+    // The request time, written by the child (CLOCK_MONOTONIC is system-wide).
+    shared_ = static_cast<std::atomic<Clock::rep>*>(
+        ::mmap(nullptr, sizeof(std::atomic<Clock::rep>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    new (shared_) std::atomic<Clock::rep>(0);
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      Serve(keys, fds[1]);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    if (::read(fds[0], &port_, sizeof port_) != sizeof port_) port_ = 0;
+    ::close(fds[0]);
+  }
+  ~SnapshotServerProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::munmap(shared_, sizeof(std::atomic<Clock::rep>));
+  }
+  bool ok() const { return pid_ > 0 && port_ > 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/get_all_keys"; }
+  Clock::time_point requested_at() const { return Clock::time_point(Clock::duration(shared_->load())); }
+
+ private:
+  void Serve(uint64_t keys, int port_fd) {
+    httplib::Server server;
+    server.Get("/get_all_keys", [this, keys](const httplib::Request&, httplib::Response& response) {
+      shared_->store(Clock::now().time_since_epoch().count());
+      response.set_content_provider(keys * kLineBytes, "text/plain",
+                                    [keys](size_t offset, size_t length, httplib::DataSink& sink) {
+                                      // Whole lines from `offset`, a line start (only whole lines are written).
+                                      char chunk[256 << 10];
+                                      size_t used = 0;
+                                      for (uint64_t i = offset / kLineBytes;
+                                           i < keys && used + kLineBytes <= sizeof chunk && used < length; ++i) {
+                                        WriteLine(i, chunk + used);
+                                        used += kLineBytes;
+                                      }
+                                      sink.write(chunk, used);
+                                      return true;
+                                    });
+    });
+    const int port = server.bind_to_any_port("127.0.0.1");
+    (void)!::write(port_fd, &port, sizeof port);
+    ::close(port_fd);
+    server.listen_after_bind();
+  }
+
+  std::atomic<Clock::rep>* shared_ = nullptr;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Stores of new keys at `events_per_s`, 64 events a batch, until stopped.
+class PacedStream {
+ public:
+  PacedStream(testing::LoopbackPublisher& publisher, double events_per_s)
+      : thread_([this, &publisher, events_per_s] {
+          constexpr size_t kBatch = 64;
+          const auto period = std::chrono::duration_cast<Clock::duration>(
+              std::chrono::duration<double>(static_cast<double>(kBatch) / events_per_s));
+          std::vector<MooncakeEvent> events(kBatch);
+          std::vector<std::string> keys(kBatch);
+          auto next = Clock::now();
+          started_ = next;
+          while (!stop_.load()) {
+            for (size_t i = 0; i < kBatch; ++i) {
+              keys[i] = "live-" + std::to_string(events_sent_ + i);
+              events[i] = testing::StoredEvent(events_sent_ + i, keys[i]);
+            }
+            publisher.SendBatch(sequence_.load() + 1, events);
+            sequence_.fetch_add(1);
+            events_sent_ += kBatch;
+            next += period;
+            std::this_thread::sleep_until(next);
+          }
+          stopped_ = Clock::now();
+        }) {}
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  ~PacedStream() { Stop(); }
+  uint64_t last_sequence() const { return sequence_.load(); }
+  double events_per_s() const {
+    return static_cast<double>(events_sent_) / std::chrono::duration<double>(stopped_ - started_).count();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> sequence_{0};
+  uint64_t events_sent_ = 0;
+  Clock::time_point started_{}, stopped_{};
+  std::thread thread_;
+};
+
+void LoadReference(Index& index, uint64_t n) {
+  std::vector<std::string> lines;
+  std::vector<std::string_view> views;
+  for (uint64_t i = 0; i < n;) {
+    lines.clear();
+    views.clear();
+    for (; i < n && lines.size() < 4096; ++i) lines.push_back(SnapshotLine(i));
+    for (const std::string& l : lines) views.emplace_back(l.data(), l.size() - 1);  // without the '\n'
+    index.LoadKeys(views);
+  }
+}
+
+// Warnings and errors of the library go to stderr: a failed resync says why.
+void PrintWarnings(void*, int32_t level, const char* msg, size_t) {
+  if (level >= static_cast<int32_t>(LogLevel::kInfo)) std::fprintf(stderr, "%s\n", msg);
+}
+
+void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s) {
+  SetLogCallback(PrintWarnings, nullptr);
+  for (auto _ : state) {
+    SnapshotServerProcess server(keys);  // first: forked while no thread runs
+    if (!server.ok()) {
+      state.SkipWithError("cannot start the snapshot server process");
+      return;
+    }
+    testing::LoopbackPublisher publisher(testing::kAnyLoopbackTcpPort);
+    malloc_trim(0);
+    const bool peak_reset = ResetPeakResident();
+    const uint64_t rss_before = ResidentBytes();
+
+    Index index;
+    SubscriberOptions options;
+    options.endpoint = publisher.endpoint();
+    options.snapshot_url = server.url();
+    SubscriberError code;
+    std::string error;
+    auto subscriber = Subscriber::Start(index, options, &code, &error);
+    if (subscriber == nullptr || !publisher.AwaitSubscription()) {
+      state.SkipWithError(("subscriber: " + error).c_str());
+      return;
+    }
+    PacedStream stream(publisher, live_events_per_s);
+    const auto deadline = Clock::now() + 300s;
+    while (index.GetStats().resyncs == 0 && index.GetStats().resync_failures == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    const auto resynced_at = Clock::now();
+    const uint64_t peak = PeakResidentBytes();
+    stream.Stop();
+    const uint64_t last = stream.last_sequence();
+    while (index.GetStats().last_sequence != last && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    const Stats s = index.GetStats();
+    subscriber->Stop();
+    if (s.resyncs != 1 || s.resync_failures != 0 || s.last_sequence != last || s.sequence_gaps != 0 ||
+        s.snapshot_keys != keys) {
+      char why[256];
+      std::snprintf(why, sizeof why,
+                    "the resync failed or the index did not catch up: resyncs %llu failures %llu last %llu/%llu "
+                    "gaps %llu snapshot_keys %llu",
+                    (unsigned long long)s.resyncs, (unsigned long long)s.resync_failures,
+                    (unsigned long long)s.last_sequence, (unsigned long long)last,
+                    (unsigned long long)s.sequence_gaps, (unsigned long long)s.snapshot_keys);
+      state.SkipWithError(why);
+      return;
+    }
+    // What an index of as many keys takes by itself, measured on a second
+    // one built directly while the first is still alive (so it cannot reuse
+    // its pages).
+    malloc_trim(0);
+    const uint64_t rss_before_reference = ResidentBytes();
+    Index reference;
+    LoadReference(reference, s.keys);
+    const uint64_t index_bytes = ResidentBytes() - rss_before_reference;
+
+    const double seconds = std::chrono::duration<double>(resynced_at - server.requested_at()).count();
+    state.SetIterationTime(seconds);
+    state.counters["keys_per_s"] = static_cast<double>(keys) / seconds;
+    state.counters["index_MB"] = static_cast<double>(index_bytes) / 1e6;
+    state.counters["overhead_MB"] =
+        peak_reset ? (static_cast<double>(peak) - static_cast<double>(rss_before) - static_cast<double>(index_bytes)) / 1e6
+                   : -1;
+    state.counters["live_events_per_s"] = stream.events_per_s();
+    state.counters["keys_after"] = static_cast<double>(s.keys);
+  }
+}
+
+BENCHMARK_CAPTURE(BM_Resync, 1m, 1000000, 100000.0)
+    ->Name("resync/keys:1m/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Resync, 10k, 10000, 100000.0)
+    ->Name("resync/keys:10k/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace sci::bench

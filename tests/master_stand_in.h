@@ -1,0 +1,98 @@
+// Test support for resync and HA following: a Mooncake master as the
+// subscriber sees it (a real ZeroMQ publisher and a real HTTP snapshot
+// server, kept in step), a stream driver, and a reader asserting that some
+// keys are never reported present.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "index/index.h"
+#include "loopback_publisher.h"
+#include "snapshot_server.h"
+
+namespace sci::testing {
+
+using namespace std::chrono_literals;
+
+// A Mooncake master as the subscriber sees it: an event stream and a
+// snapshot of what it holds, kept in step.
+class Master {
+ public:
+  explicit Master(const std::string& host = "127.0.0.1", const std::string& endpoint = kAnyLoopbackTcpPort,
+                  int admin_port = 0)
+      : publisher_(endpoint), snapshot_(host, admin_port) {}
+
+  void Store(const std::string& key) {
+    snapshot_.Add(key);
+    Send({StoredEvent(++event_id_, key)});
+  }
+  void Remove(const std::string& key) {
+    snapshot_.Erase(key);
+    Send({RemovedEvent(++event_id_, key)});
+  }
+  // A batch with no event: keeps the stream moving.
+  void Tick() { Send({}); }
+  // Stores that reach the snapshot but whose batch is lost on the way.
+  void StoreLost(const std::string& key) {
+    snapshot_.Add(key);
+    ++sequence_;
+  }
+  void Send(const std::vector<MooncakeEvent>& events) { publisher_.SendBatch(++sequence_, events); }
+  void SkipSequence() { ++sequence_; }
+
+  LoopbackPublisher& publisher() { return publisher_; }
+  SnapshotServer& snapshot() { return snapshot_; }
+
+ private:
+  LoopbackPublisher publisher_;
+  SnapshotServer snapshot_;
+  uint64_t sequence_ = 0;
+  uint64_t event_id_ = 0;
+};
+
+// Sends empty batches until `done` holds (a resync waits for a message, and
+// a retry for one after its back-off): bounded like every wait.
+bool TickUntil(Master& master, const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    master.Tick();
+    WaitFor(done, 10ms);
+  }
+  return true;
+}
+
+// Queries `keys` on its own thread until stopped; counts any time one of
+// them is reported present (each must be absent throughout).
+class AbsentKeyReader {
+ public:
+  AbsentKeyReader(const Index& index, std::vector<std::string> keys)
+      : thread_([this, &index, keys = std::move(keys)] {
+          while (!stop_.load()) {
+            for (const std::string& key : keys) {
+              if (index.Contains({}, key)) false_hits_.fetch_add(1);
+            }
+            queries_.fetch_add(1);
+          }
+        }) {}
+  ~AbsentKeyReader() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  int false_hits() const { return false_hits_.load(); }
+  uint64_t queries() const { return queries_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> false_hits_{0};
+  std::atomic<uint64_t> queries_{0};
+  std::thread thread_;
+};
+
+}  // namespace sci::testing
