@@ -16,6 +16,8 @@ packages=(
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
   clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh)
+  etcd-server etcd-client         # a real etcd for the HA tests (tests/etcd_process.h)
+  libcpp-httplib-dev              # sci-publish's admin HTTP server and etcd calls; test HTTP
   python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png
   # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
   # precedence), bindgen + rustfmt for scripts/regen-bindings.sh, and the
