@@ -1,13 +1,16 @@
 // C thunks for versions, the index, its counters and logging.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "capi_support.h"
 #include "handles.h"
 #include "common/log.h"
 #include "common/prometheus_format.h"
+#include "index/stat_list.h"
 #include "version.h"
 
 using sci::capi::Fail;
@@ -15,6 +18,31 @@ using sci::capi::Failf;
 using sci::capi::Guard;
 using sci::capi::HasStructSize;
 using sci::capi::ToView;
+
+namespace {
+
+// sci_stats is written by hand in the public header; the copy below is
+// generated from SCI_STAT_LIST. Both must name the same fields, of the same
+// types, in the same order, with nothing else between them: each field must
+// sit exactly where the previous one ends (plus alignment padding), and the
+// struct must end with the last one.
+constexpr size_t AlignUp(size_t offset, size_t alignment) { return (offset + alignment - 1) / alignment * alignment; }
+
+constexpr bool SciStatsMatchesStatList() {
+  size_t end = SCI_FIELD_END(sci_stats, struct_size);
+#define SCI_STAT_CHECK(name, type, kind, keeper, help)                                   \
+  if (!std::is_same_v<decltype(sci_stats::name), type>) return false;                   \
+  if (offsetof(sci_stats, name) != AlignUp(end, alignof(type))) return false;           \
+  end = SCI_FIELD_END(sci_stats, name);
+  SCI_STAT_LIST(SCI_STAT_CHECK)
+#undef SCI_STAT_CHECK
+  return AlignUp(end, alignof(sci_stats)) == sizeof(sci_stats);
+}
+static_assert(SciStatsMatchesStatList(),
+              "sci_stats in shared_cache_index.h and SCI_STAT_LIST in src/index/stat_list.h disagree: "
+              "same fields, same types, same order");
+
+}  // namespace
 
 extern "C" {
 
@@ -101,27 +129,9 @@ sci_status sci_index_stats(const sci_index* index, sci_stats* stats) {
     const sci::Stats s = index->impl.GetStats();
     sci_stats out{};
     out.struct_size = stats->struct_size;
-    out.keys = s.keys;
-    out.groups = s.groups;
-    out.verified_groups = s.verified_groups;
-    out.batches_applied = s.batches_applied;
-    out.events_applied = s.events_applied;
-    out.duplicate_batches = s.duplicate_batches;
-    out.sequence_gaps = s.sequence_gaps;
-    out.clears = s.clears;
-    out.malformed_messages = s.malformed_messages;
-    out.ignored_events = s.ignored_events;
-    out.capacity_refusals = s.capacity_refusals;
-    out.last_sequence = s.last_sequence;
-    out.has_sequence = s.has_sequence;
-    out.subscriber_connected = s.subscriber_connected;
-    out.subscriber_connects = s.subscriber_connects;
-    out.subscriber_disconnects = s.subscriber_disconnects;
-    out.messages_received = s.messages_received;
-    out.queries = s.queries;
-    out.pages_checked = s.pages_checked;
-    out.page_hits = s.page_hits;
-    out.fast_path_hits = s.fast_path_hits;
+#define SCI_STAT_COPY(name, type, kind, keeper, help) out.name = s.name;
+    SCI_STAT_LIST(SCI_STAT_COPY)
+#undef SCI_STAT_COPY
     sci::capi::WriteVersioned(out, stats);
     return SCI_OK;
   });

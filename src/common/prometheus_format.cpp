@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
+#include "index/stat_list.h"
 
 namespace sci {
 namespace {
@@ -10,11 +11,15 @@ namespace {
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsNameChar(char c) { return IsNameStart(c) || (c >= '0' && c <= '9'); }
 
-enum class Type { kCounter, kGauge };
+// By the kind column of SCI_STAT_LIST: monotonic counters end in "_total".
+#define SCI_PROMETHEUS_SUFFIX_COUNTER "_total"
+#define SCI_PROMETHEUS_SUFFIX_GAUGE ""
+#define SCI_PROMETHEUS_TYPE_COUNTER "counter"
+#define SCI_PROMETHEUS_TYPE_GAUGE "gauge"
 
 struct Metric {
   const char* name;
-  Type type;
+  const char* type;
   const char* help;
   uint64_t value;
 };
@@ -73,43 +78,17 @@ bool IsValidPrometheusLabels(std::string_view labels, std::string* error) {
 
 std::string FormatPrometheus(const Stats& s, std::string_view labels) {
   const Metric metrics[] = {
-      {"sci_keys", Type::kGauge, "Object keys present in the index.", s.keys},
-      {"sci_groups", Type::kGauge, "Logical groups (pages) known to the index.", s.groups},
-      {"sci_verified_groups", Type::kGauge, "Groups verified complete: their pages answer with one lookup.",
-       s.verified_groups},
-      {"sci_batches_applied_total", Type::kCounter, "Event batches applied in sequence.", s.batches_applied},
-      {"sci_events_applied_total", Type::kCounter, "Object events applied.", s.events_applied},
-      {"sci_duplicate_batches_total", Type::kCounter, "Batches ignored because their sequence repeated the last one.",
-       s.duplicate_batches},
-      {"sci_sequence_gaps_total", Type::kCounter, "Sequence gaps or regressions: each cleared the index.",
-       s.sequence_gaps},
-      {"sci_clears_total", Type::kCounter, "Times the index was emptied (gap, all-cleared event, stale publisher, API).",
-       s.clears},
-      {"sci_malformed_messages_total", Type::kCounter, "Messages dropped as malformed (nothing applied).",
-       s.malformed_messages},
-      {"sci_ignored_events_total", Type::kCounter, "Events ignored: no object key, or a type the index does not use.",
-       s.ignored_events},
-      {"sci_capacity_refusals_total", Type::kCounter, "Keys or groups not stored because the index was full.",
-       s.capacity_refusals},
-      {"sci_last_sequence", Type::kGauge, "Sequence number of the last batch applied (0 when none).", s.last_sequence},
-      {"sci_has_sequence", Type::kGauge, "1 when a batch has been applied since the last clear.", s.has_sequence},
-      {"sci_subscriber_connected", Type::kGauge, "1 while the subscriber is connected to its publisher.",
-       s.subscriber_connected},
-      {"sci_subscriber_connects_total", Type::kCounter, "Subscriber connections established.", s.subscriber_connects},
-      {"sci_subscriber_disconnects_total", Type::kCounter, "Subscriber connections lost.", s.subscriber_disconnects},
-      {"sci_messages_received_total", Type::kCounter, "Messages received by the subscriber.", s.messages_received},
-      {"sci_queries_total", Type::kCounter, "Page queries answered.", s.queries},
-      {"sci_pages_checked_total", Type::kCounter, "Pages examined by page queries.", s.pages_checked},
-      {"sci_page_hits_total", Type::kCounter, "Pages found fully present.", s.page_hits},
-      {"sci_fast_path_hits_total", Type::kCounter, "Page hits answered by a verified group (one lookup).",
-       s.fast_path_hits},
+#define SCI_STAT_METRIC(name, type, kind, keeper, help) \
+  {"sci_" #name SCI_PROMETHEUS_SUFFIX_##kind, SCI_PROMETHEUS_TYPE_##kind, help, static_cast<uint64_t>(s.name)},
+      SCI_STAT_LIST(SCI_STAT_METRIC)
+#undef SCI_STAT_METRIC
   };
   std::string out;
   out.reserve(4096);
   const std::string label_block = labels.empty() ? std::string() : "{" + std::string(labels) + "}";
   for (const Metric& m : metrics) {
     absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s%s %d\n", m.name, m.help, m.name,
-                          m.type == Type::kCounter ? "counter" : "gauge", m.name, label_block, m.value);
+                          m.type, m.name, label_block, m.value);
   }
   return out;
 }

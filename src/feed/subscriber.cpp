@@ -113,7 +113,7 @@ class Subscriber::Loop {
     } catch (...) {
       Abandon("unknown exception");
     }
-    index_.counters().subscriber_connected.store(false, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(false);
   }
 
   // Called from the stopping thread: every blocking call of this context,
@@ -221,7 +221,7 @@ class Subscriber::Loop {
   void OnConnected(const std::string& address) {
     if (connected_) return;
     connected_ = true;
-    index_.counters().subscriber_connected.store(true, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(true);
     index_.counters().subscriber_connects.Add();
     // Not trusted yet: the first message on this connection must show that
     // nothing was lost while we were away.
@@ -235,7 +235,7 @@ class Subscriber::Loop {
     // a message proving the next connection.
     DrainData(-1);
     connected_ = false;
-    index_.counters().subscriber_connected.store(false, std::memory_order_relaxed);
+    index_.counters().subscriber_connected.Set(false);
     index_.counters().subscriber_disconnects.Add();
     if (trusted_) {
       trusted_ = false;

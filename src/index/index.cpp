@@ -314,27 +314,15 @@ bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, Layo
 
 Stats Index::GetStats() const {
   Stats s;
+#define SCI_STAT_COPY_LIVE(name, type, kind, keeper, help) SCI_STAT_IN_COUNTERS_##keeper(s.name = counters_.name.Get();)
+  SCI_STAT_LIST(SCI_STAT_COPY_LIVE)
+#undef SCI_STAT_COPY_LIVE
+  // The rows kept by TABLES.
   s.keys = key_count_.load(std::memory_order_relaxed);
   s.groups = group_count_.load(std::memory_order_relaxed);
   s.verified_groups = static_cast<uint32_t>(verify_state_.load(std::memory_order_relaxed));
-  s.batches_applied = counters_.batches_applied.Get();
-  s.events_applied = counters_.events_applied.Get();
-  s.duplicate_batches = counters_.duplicate_batches.Get();
-  s.sequence_gaps = counters_.sequence_gaps.Get();
-  s.clears = counters_.clears.Get();
-  s.malformed_messages = counters_.malformed_messages.Get();
-  s.ignored_events = counters_.ignored_events.Get();
-  s.capacity_refusals = counters_.capacity_refusals.Get();
   s.has_sequence = has_sequence_mirror_.load(std::memory_order_relaxed);
   s.last_sequence = s.has_sequence ? last_sequence_mirror_.load(std::memory_order_relaxed) : 0;
-  s.subscriber_connected = counters_.subscriber_connected.load(std::memory_order_relaxed);
-  s.subscriber_connects = counters_.subscriber_connects.Get();
-  s.subscriber_disconnects = counters_.subscriber_disconnects.Get();
-  s.messages_received = counters_.messages_received.Get();
-  s.queries = counters_.queries.Get();
-  s.pages_checked = counters_.pages_checked.Get();
-  s.page_hits = counters_.page_hits.Get();
-  s.fast_path_hits = counters_.fast_path_hits.Get();
   return s;
 }
 

@@ -1,38 +1,24 @@
 // The index's counters: live atomics that writers, readers and the
 // subscriber bump without locks, and the plain snapshot the stats call
-// returns. Names and meanings follow index-semantics.md ("Observability").
+// returns. Both are generated from the one list in stat_list.h. Names and
+// meanings follow docs/index-semantics.md ("Observability").
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
+#include "index/stat_list.h"
+
 namespace sci {
 
 // A plain copy of every counter, read one by one (not one atomic snapshot).
 struct Stats {
-  uint64_t keys = 0;
-  uint64_t groups = 0;
-  uint64_t verified_groups = 0;
-  uint64_t batches_applied = 0;
-  uint64_t events_applied = 0;
-  uint64_t duplicate_batches = 0;
-  uint64_t sequence_gaps = 0;
-  uint64_t clears = 0;
-  uint64_t malformed_messages = 0;
-  uint64_t ignored_events = 0;
-  uint64_t capacity_refusals = 0;
-  uint64_t last_sequence = 0;
-  bool has_sequence = false;
-  bool subscriber_connected = false;
-  uint64_t subscriber_connects = 0;
-  uint64_t subscriber_disconnects = 0;
-  uint64_t messages_received = 0;
-  uint64_t queries = 0;
-  uint64_t pages_checked = 0;
-  uint64_t page_hits = 0;
-  uint64_t fast_path_hits = 0;
+#define SCI_STAT_FIELD(name, type, kind, keeper, help) type name{};
+  SCI_STAT_LIST(SCI_STAT_FIELD)
+#undef SCI_STAT_FIELD
 };
 
+// A monotonic counter or a numeric gauge.
 class Counter {
  public:
   void Add(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
@@ -44,30 +30,51 @@ class Counter {
   std::atomic<uint64_t> value_{0};
 };
 
-// Counters that sit outside the index's tables. Gauges of the tables
-// themselves (keys, groups, verified groups, cursor) are kept by the index.
-struct Counters {
-  Counter batches_applied;
-  Counter events_applied;
-  Counter duplicate_batches;
-  Counter sequence_gaps;
-  Counter clears;
-  Counter malformed_messages;
-  Counter ignored_events;
-  Counter capacity_refusals;
+// A yes/no gauge.
+class Flag {
+ public:
+  void Set(bool v) { value_.store(v, std::memory_order_relaxed); }
+  bool Get() const { return value_.load(std::memory_order_relaxed); }
 
-  // Written by the subscriber thread.
-  std::atomic<bool> subscriber_connected{false};
-  Counter subscriber_connects;
-  Counter subscriber_disconnects;
-  Counter messages_received;
-
-  // Bumped by readers: one add per query, not per page, to keep the hot path
-  // off shared cache lines.
-  alignas(64) Counter queries;
-  Counter pages_checked;
-  Counter page_hits;
-  Counter fast_path_hits;
+ private:
+  std::atomic<bool> value_{false};
 };
+
+namespace stats_internal {
+template <typename T>
+struct LiveCell;
+template <>
+struct LiveCell<uint64_t> {
+  using type = Counter;
+};
+template <>
+struct LiveCell<bool> {
+  using type = Flag;
+};
+template <typename T>
+using LiveCellOf = typename LiveCell<T>::type;
+
+// Counters bumped by the writer and the subscriber thread.
+struct WriterSideCounters {
+#define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
+  SCI_STAT_OFF_READER_LINE_##keeper(LiveCellOf<type> name;)
+  SCI_STAT_LIST(SCI_STAT_MEMBER)
+#undef SCI_STAT_MEMBER
+};
+
+// Counters bumped by readers: one add per query, not per page, on a cache
+// line of their own to keep the hot path off the writer's lines.
+struct alignas(64) ReaderSideCounters {
+#define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
+  SCI_STAT_ON_READER_LINE_##keeper(LiveCellOf<type> name;)
+  SCI_STAT_LIST(SCI_STAT_MEMBER)
+#undef SCI_STAT_MEMBER
+};
+}  // namespace stats_internal
+
+// Counters that sit outside the index's tables: every row of the list not
+// kept by TABLES, as a member of the same name. Gauges of the tables
+// themselves (keys, groups, verified groups, cursor) are kept by the index.
+struct Counters : stats_internal::WriterSideCounters, stats_internal::ReaderSideCounters {};
 
 }  // namespace sci

@@ -218,11 +218,11 @@ class Tail {
       uint16_t id = 0;
       std::memcpy(&id, event.data(), sizeof id);
       Counters& counters = index_.counters();
-      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.load()) {
-        counters.subscriber_connected.store(true);
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.Get()) {
+        counters.subscriber_connected.Set(true);
         counters.subscriber_connects.Add();
-      } else if (id == ZMQ_EVENT_DISCONNECTED && counters.subscriber_connected.load()) {
-        counters.subscriber_connected.store(false);
+      } else if (id == ZMQ_EVENT_DISCONNECTED && counters.subscriber_connected.Get()) {
+        counters.subscriber_connected.Set(false);
         counters.subscriber_disconnects.Add();
       }
     }
@@ -276,7 +276,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     tail.Run();
-    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats())).Finish());
+    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats()).dump()).Finish());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sci-tail: %s\n", e.what());
     return 1;

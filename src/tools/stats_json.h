@@ -1,37 +1,20 @@
 // Every counter of the index as one JSON object, for the tools' final line.
 #pragma once
 
-#include <string>
+#include <nlohmann/json.hpp>
 
-#include "json_writer.h"
+#include "index/stat_list.h"
 #include "index/stats.h"
 
 namespace sci::tools {
 
-inline std::string StatsJson(const Stats& s) {
-  return JsonObject()
-      .Uint("keys", s.keys)
-      .Uint("groups", s.groups)
-      .Uint("verified_groups", s.verified_groups)
-      .Uint("batches_applied", s.batches_applied)
-      .Uint("events_applied", s.events_applied)
-      .Uint("duplicate_batches", s.duplicate_batches)
-      .Uint("sequence_gaps", s.sequence_gaps)
-      .Uint("clears", s.clears)
-      .Uint("malformed_messages", s.malformed_messages)
-      .Uint("ignored_events", s.ignored_events)
-      .Uint("capacity_refusals", s.capacity_refusals)
-      .Uint("last_sequence", s.last_sequence)
-      .Bool("has_sequence", s.has_sequence)
-      .Bool("subscriber_connected", s.subscriber_connected)
-      .Uint("subscriber_connects", s.subscriber_connects)
-      .Uint("subscriber_disconnects", s.subscriber_disconnects)
-      .Uint("messages_received", s.messages_received)
-      .Uint("queries", s.queries)
-      .Uint("pages_checked", s.pages_checked)
-      .Uint("page_hits", s.page_hits)
-      .Uint("fast_path_hits", s.fast_path_hits)
-      .Finish();
+// Keys in the order of SCI_STAT_LIST (the order of sci_stats).
+inline nlohmann::ordered_json StatsJson(const Stats& s) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+#define SCI_STAT_JSON(name, type, kind, keeper, help) json[#name] = s.name;
+  SCI_STAT_LIST(SCI_STAT_JSON)
+#undef SCI_STAT_JSON
+  return json;
 }
 
 }  // namespace sci::tools

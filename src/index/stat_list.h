@@ -1,0 +1,68 @@
+// The one list of the index's counters. Every C++ copy is generated from it:
+// the Stats snapshot and the live Counters (stats.h), Index::GetStats, the
+// copy into the C struct sci_stats (checked against it at compile time), the
+// Prometheus text and the tools' JSON line. A new counter is one line here,
+// plus its field in include/shared_cache_index.h (appended, in this order)
+// and in the Rust crate's Stats.
+//
+// SCI_STAT_LIST(X) calls X(name, type, kind, keeper, help) once per counter,
+// in the order of the fields of sci_stats:
+//   name    the field name everywhere (C, C++, JSON; Prometheus adds "sci_")
+//   type    uint64_t, or bool for a yes/no gauge
+//   kind    COUNTER (monotonic: Prometheus adds "_total") or GAUGE
+//   keeper  who keeps it up to date:
+//             TABLES      the index, beside its tables and cursor (GetStats
+//                         reads it there; no Counters member)
+//             WRITER      the apply path (ApplyBatch, Clear, ApplyMessage)
+//             SUBSCRIBER  the subscriber's thread
+//             READERS     page queries; kept on their own cache line so
+//                         readers do not share one with the writer
+//   help    one line for humans (the Prometheus HELP text)
+// Meanings: docs/index-semantics.md ("Observability").
+#pragma once
+
+#define SCI_STAT_LIST(X)                                                                                           \
+  X(keys, uint64_t, GAUGE, TABLES, "Object keys present in the index.")                                          \
+  X(groups, uint64_t, GAUGE, TABLES, "Logical groups (pages) known to the index.")                               \
+  X(verified_groups, uint64_t, GAUGE, TABLES, "Groups verified complete: their pages answer with one lookup.")   \
+  X(batches_applied, uint64_t, COUNTER, WRITER, "Event batches applied in sequence.")                            \
+  X(events_applied, uint64_t, COUNTER, WRITER, "Object events applied.")                                         \
+  X(duplicate_batches, uint64_t, COUNTER, WRITER, "Batches ignored because their sequence repeated the last one.") \
+  X(sequence_gaps, uint64_t, COUNTER, WRITER, "Sequence gaps or regressions: each cleared the index.")           \
+  X(clears, uint64_t, COUNTER, WRITER,                                                                           \
+    "Times the index was emptied (gap, all-cleared event, stale publisher, API).")                              \
+  X(malformed_messages, uint64_t, COUNTER, WRITER, "Messages dropped as malformed (nothing applied).")            \
+  X(ignored_events, uint64_t, COUNTER, WRITER,                                                                   \
+    "Events ignored: no object key, or a type the index does not use.")                                          \
+  X(capacity_refusals, uint64_t, COUNTER, WRITER, "Keys or groups not stored because the index was full.")       \
+  X(last_sequence, uint64_t, GAUGE, TABLES, "Sequence number of the last batch applied (0 when none).")          \
+  X(has_sequence, bool, GAUGE, TABLES, "1 when a batch has been applied since the last clear.")                  \
+  X(subscriber_connected, bool, GAUGE, SUBSCRIBER, "1 while the subscriber is connected to its publisher.")      \
+  X(subscriber_connects, uint64_t, COUNTER, SUBSCRIBER, "Subscriber connections established.")                   \
+  X(subscriber_disconnects, uint64_t, COUNTER, SUBSCRIBER, "Subscriber connections lost.")                       \
+  X(messages_received, uint64_t, COUNTER, SUBSCRIBER, "Messages received by the subscriber.")                    \
+  X(queries, uint64_t, COUNTER, READERS, "Page queries answered.")                                               \
+  X(pages_checked, uint64_t, COUNTER, READERS, "Pages examined by page queries.")                                \
+  X(page_hits, uint64_t, COUNTER, READERS, "Pages found fully present.")                                         \
+  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")
+
+// Helpers for the generated code, selected by pasting a column onto a
+// prefix: each expands to its arguments for the rows it names, to nothing
+// for the others.
+//   SCI_STAT_IN_COUNTERS_<keeper>      rows with a live Counters member
+//   SCI_STAT_ON_READER_LINE_<keeper>   rows bumped by page queries
+//   SCI_STAT_OFF_READER_LINE_<keeper>  rows bumped by the writer or subscriber
+#define SCI_STAT_IN_COUNTERS_TABLES(...)
+#define SCI_STAT_IN_COUNTERS_WRITER(...) __VA_ARGS__
+#define SCI_STAT_IN_COUNTERS_SUBSCRIBER(...) __VA_ARGS__
+#define SCI_STAT_IN_COUNTERS_READERS(...) __VA_ARGS__
+
+#define SCI_STAT_ON_READER_LINE_TABLES(...)
+#define SCI_STAT_ON_READER_LINE_WRITER(...)
+#define SCI_STAT_ON_READER_LINE_SUBSCRIBER(...)
+#define SCI_STAT_ON_READER_LINE_READERS(...) __VA_ARGS__
+
+#define SCI_STAT_OFF_READER_LINE_TABLES(...)
+#define SCI_STAT_OFF_READER_LINE_WRITER(...) __VA_ARGS__
+#define SCI_STAT_OFF_READER_LINE_SUBSCRIBER(...) __VA_ARGS__
+#define SCI_STAT_OFF_READER_LINE_READERS(...)
