@@ -188,6 +188,7 @@ TEST(MasterStandIn, BadMasterFlagsExitWithTwoAndSayWhy) {
       {{"--admin-port", "70000"}, "--admin-port"},
       {{"--restore", script.path()}, "--admin-port"},
       {{"--admin-port", "0", "--restore", script.path(), "--restore-sglang-workload"}, "--restore"},
+      {{"--live-every-ms", "10"}, "--keep-running"},
   };
   for (const auto& [extra, mention] : cases) {
     std::vector<std::string> args = {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--script", script.path()};
@@ -203,6 +204,46 @@ TEST(MasterStandIn, BadMasterFlagsExitWithTwoAndSayWhy) {
   ASSERT_TRUE(nothing->Finish());
   EXPECT_EQ(nothing->exit_code(), 2);
   EXPECT_NE(nothing->err().find("--keep-running"), std::string::npos) << nothing->err();
+}
+
+// Receives one message on `subscriber` and decodes it; false if none in time.
+bool ReceiveMessage(zmq::socket_t& subscriber, std::vector<zmq::message_t>* frames, DecodedMessage* message) {
+  frames->clear();
+  if (!zmq::recv_multipart(subscriber, std::back_inserter(*frames)).has_value()) return false;
+  std::vector<std::span<const uint8_t>> views;
+  for (const zmq::message_t& frame : *frames) views.emplace_back(frame.data<uint8_t>(), frame.size());
+  std::string why;
+  return DecodeMessage(views, message, &why);
+}
+
+TEST(MasterStandIn, LiveTrafficWhileStayingUpIsPublishedAndHeld) {
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--keep-running", "--live-every-ms",
+                               "20", "--admin-port", "0", "--wait-subscribers-ms", "20000"});
+  ASSERT_NE(publish, nullptr);
+  const nlohmann::json ready = AwaitLine(*publish, "listening");
+  ASSERT_TRUE(ready.contains("admin")) << publish->err();
+  zmq::context_t context(1);
+  zmq::socket_t subscriber(context, zmq::socket_type::sub);
+  subscriber.set(zmq::sockopt::subscribe, "");
+  subscriber.set(zmq::sockopt::rcvtimeo, 20000);
+  subscriber.connect(ready["listening"].get<std::string>());
+
+  const std::string prefix = "live-" + std::to_string(publish->pid()) + "-";
+  std::vector<zmq::message_t> frames;
+  DecodedMessage message;
+  for (uint64_t n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(ReceiveMessage(subscriber, &frames, &message)) << publish->err();
+    // Ticks begin once the subscription is in: from sequence 1, one new
+    // object per message.
+    EXPECT_EQ(message.sequence, n);
+    ASSERT_EQ(message.events.size(), 1u);
+    EXPECT_EQ(message.events[0].kind, EventKind::kStored);
+    EXPECT_EQ(message.events[0].object_key, prefix + std::to_string(n));
+  }
+  std::set<std::string> lines;
+  ASSERT_TRUE(Lines(GetAllKeys("127.0.0.1", PortOf(ready["admin"])).body, &lines));
+  EXPECT_TRUE(lines.count(prefix + "1") && lines.count(prefix + "3")) << lines.size();
+  StopAndSummarise(*publish);
 }
 
 // ---- leader election through a real etcd ----
@@ -274,13 +315,9 @@ TEST(MasterStandIn, TheStandbyTakesOverWhenTheLeaderIsKilled) {
 
   // The new leader's sequence starts at 1 and carries only the live event.
   std::vector<zmq::message_t> frames;
-  ASSERT_TRUE(zmq::recv_multipart(subscriber, std::back_inserter(frames)).has_value());
-  ASSERT_EQ(frames.size(), 3u);
-  std::vector<std::span<const uint8_t>> views;
-  for (const zmq::message_t& frame : frames) views.emplace_back(frame.data<uint8_t>(), frame.size());
   DecodedMessage message;
-  std::string why;
-  ASSERT_TRUE(DecodeMessage(views, &message, &why)) << why;
+  ASSERT_TRUE(ReceiveMessage(subscriber, &frames, &message));
+  ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(message.sequence, 1u);
   ASSERT_EQ(message.events.size(), 1u);
   EXPECT_EQ(message.events[0].object_key, "page-3");

@@ -5,6 +5,7 @@
 // against: an admin HTTP server listing the keys it holds (admin_server.h)
 // and the master's leader election through etcd (leader_election.h).
 #include <poll.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <chrono>
@@ -70,6 +71,7 @@ constexpr FlagSpec kFlags[] = {
     {"vocab", "V", "workload: token ids are below V (default 32000)"},
     {"prompts-out", "FILE", "workload: write the prompts' token ids there, one JSON line per prompt"},
     {"keep-running", "", "after publishing, stay up (subscribers, admin server, lease) until SIGINT/SIGTERM"},
+    {"live-every-ms", "MS", "with --keep-running: store a new object live-<pid>-<n> every MS ms, as live traffic"},
     {"admin-port", "PORT", "serve GET /get_all_keys (held default-tenant keys) on the endpoint's host (0: any port)"},
     {"restore", "FILE", "hold the objects script FILE stores, as restored by a promoted master: listed, never published"},
     {"restore-sglang-workload", "", "hold the workload's objects (layout and prompt flags) as restored, never published"},
@@ -117,7 +119,10 @@ alive, and only then binds and publishes, from sequence 1. Two of them on
 127.0.0.2 and 127.0.0.3 with the same ports are a failover on one machine.
 SIGINT / SIGTERM make a leader revoke its lease (the standby takes over at
 once); a killed one's lease expires after 5 s. --keep-running stays up
-after publishing, until a stop signal, as a master does.
+after publishing, until a stop signal, as a master does; --live-every-ms
+makes it store a new default-tenant object live-<pid>-<n> (n from 1) every
+MS ms meanwhile, one per message, as a pool in use does (a subscriber's
+resync starts on the first message of its connection).
 
 Before publishing it can wait for subscribers (--wait-subscribers-ms,
 --wait-for-subscriber), so it may be started first. On stderr it prints
@@ -323,6 +328,7 @@ bool LoadConfig(const CommandLine& flags, PublisherConfig* config, std::string* 
 // The stand-in master's extras: admin server, election, staying up.
 struct MasterConfig {
   bool keep_running = false;
+  uint64_t live_every_ms = 0;  // 0: no live traffic while staying up
   int admin_port = -1;  // -1: no admin server
   std::string admin_host;
   std::vector<std::string> etcd_endpoints;  // empty: no election
@@ -354,6 +360,11 @@ bool IsHostPort(const std::string& text) {
 bool LoadMasterConfig(const CommandLine& flags, const PublisherConfig& publisher, MasterConfig* config,
                       std::string* error) {
   config->keep_running = flags.Has("keep-running");
+  if (!flags.GetUint("live-every-ms", 0, INT32_MAX, &config->live_every_ms, error)) return false;
+  if (config->live_every_ms > 0 && !config->keep_running) {
+    *error = "--live-every-ms is the traffic of a master that stays up: give --keep-running too";
+    return false;
+  }
   if (flags.Has("admin-port")) {
     uint64_t port = 0;
     if (!flags.GetUint("admin-port", 0, 65535, &port, error)) return false;
@@ -425,11 +436,24 @@ bool PublishOnce(const Source& source, const Workload& workload, BatchPublisher&
   return true;
 }
 
-// Waits for a stop signal, or for `lost` to hold (checked every 100 ms).
-void StayUp(const std::function<bool()>& lost) {
+// Waits for a stop signal, or for `lost` to hold (checked every 100 ms),
+// calling `tick` every `tick_ms` meanwhile (0: never).
+void StayUp(const std::function<bool()>& lost, uint64_t tick_ms, const std::function<void()>& tick) {
+  using Clock = std::chrono::steady_clock;
+  auto next_tick = Clock::now() + std::chrono::milliseconds(tick_ms);
   while (!lost()) {
+    int wait_ms = 100;
+    if (tick_ms > 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_tick - Clock::now()).count();
+      if (left <= 0) {
+        tick();
+        next_tick += std::chrono::milliseconds(tick_ms);
+        continue;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left, wait_ms));
+    }
     pollfd fd{StopSignal::fd(), POLLIN, 0};
-    if (::poll(&fd, 1, 100) > 0) return;
+    if (::poll(&fd, 1, wait_ms) > 0) return;
   }
 }
 
@@ -532,7 +556,14 @@ int Main(int argc, char** argv) {
     }
     if (!interrupted && master.keep_running) {
       publisher.Flush();
-      StayUp(leadership_lost);
+      const std::string live_prefix = absl::StrFormat("live-%d-", ::getpid());
+      uint64_t live = 0;
+      StayUp(leadership_lost, master.live_every_ms, [&] {
+        ScriptEvent event;
+        event.object_key = live_prefix + std::to_string(++live);
+        add(event);
+        publisher.Flush();
+      });
       interrupted = !leadership_lost();
     }
     publisher.Close();  // flushes the last batch, then lingers
