@@ -104,17 +104,6 @@ class EtcdProcess {
     return out;
   }
 
-  // Polls `done` every 20 ms until it holds or `timeout` passes.
-  template <typename Condition>
-  static bool Await(Condition done, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!done()) {
-      if (Clock::now() >= deadline) return done();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
-  }
-
  private:
   bool StartOnce(Clock::time_point deadline) {
     if (dir_.empty()) {

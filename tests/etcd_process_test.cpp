@@ -1,12 +1,12 @@
 // The etcd test harness itself (tests/etcd_process.h): a real etcd starts
 // on free loopback ports, answers key operations, dies when killed, and
 // leaves no data directory behind.
+#include "etcd_process.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
-
-#include "etcd_process.h"
 
 namespace sci::testing {
 namespace {

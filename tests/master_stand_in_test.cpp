@@ -3,10 +3,9 @@
 // election runs through a real etcd (tests/etcd_process.h): a standby waits
 // while the leader holds mooncake-store/<cluster_id>/master_view and takes
 // over once the leader's lease is gone.
-#include <signal.h>
-
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstring>
@@ -24,6 +23,7 @@
 
 #include "child_process.h"
 #include "etcd_process.h"
+#include "wait_for.h"
 #include "wire/wire_decoder.h"
 
 namespace sci {
@@ -33,6 +33,7 @@ using namespace std::chrono_literals;
 using Child = testing::ChildProcess;
 using Clock = std::chrono::steady_clock;
 using testing::EtcdProcess;
+using testing::WaitFor;
 
 const std::string kPublish = std::string(SCI_BINARY_DIR) + "/src/tools/sci-publish";
 const std::string kViewKey = "mooncake-store/mooncake_cluster/master_view";
@@ -121,8 +122,8 @@ TEST(MasterStandIn, AdminServerListsTheHeldDefaultTenantKeys) {
       "stored other-tenant tenant=t1\n"
       "stored key%20with%20blanks\n"
       "removed a\n");
-  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--script", script.path(),
-                               "--keep-running", "--admin-port", "0"});
+  auto publish = Child::Spawn(
+      {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--script", script.path(), "--keep-running", "--admin-port", "0"});
   ASSERT_NE(publish, nullptr);
   const nlohmann::json ready = AwaitLine(*publish, "listening");
   ASSERT_TRUE(ready.contains("admin")) << publish->err();
@@ -131,12 +132,12 @@ TEST(MasterStandIn, AdminServerListsTheHeldDefaultTenantKeys) {
   const std::set<std::string> expected = {"b", "key with blanks"};
   std::set<std::string> lines;
   Listing listing;
-  ASSERT_TRUE(EtcdProcess::Await(
+  ASSERT_TRUE(WaitFor(
       [&] {
         listing = GetAllKeys("127.0.0.1", port);
         return listing.status == 200 && Lines(listing.body, &lines) && lines == expected;
       },
-      10s))
+      10s, 20ms))
       << listing.status << " " << listing.body;
   EXPECT_EQ(listing.content_length, std::to_string(listing.body.size()));
   EXPECT_EQ(GetAllKeys("127.0.0.1", port, "/no_such_path").status, 404);
@@ -168,8 +169,9 @@ TEST(MasterStandIn, RestoredObjectsAreListedButNeverPublished) {
   ASSERT_TRUE(ready.contains("admin")) << publish->err();
   const std::set<std::string> expected = {"r1", "r2", "live-1"};
   std::set<std::string> lines;
-  ASSERT_TRUE(EtcdProcess::Await(
-      [&] { return Lines(GetAllKeys("127.0.0.1", PortOf(ready["admin"])).body, &lines) && lines == expected; }, 10s));
+  ASSERT_TRUE(
+      WaitFor([&] { return Lines(GetAllKeys("127.0.0.1", PortOf(ready["admin"])).body, &lines) && lines == expected; },
+              10s, 20ms));
   const nlohmann::json summary = StopAndSummarise(*publish);
   EXPECT_EQ(summary["events"], 1);  // live-1 only
   EXPECT_EQ(summary["held_keys"], 3);
@@ -217,8 +219,8 @@ bool ReceiveMessage(zmq::socket_t& subscriber, std::vector<zmq::message_t>* fram
 }
 
 TEST(MasterStandIn, LiveTrafficWhileStayingUpIsPublishedAndHeld) {
-  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--keep-running", "--live-every-ms",
-                               "20", "--admin-port", "0", "--wait-subscribers-ms", "20000"});
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--keep-running", "--live-every-ms", "20",
+                               "--admin-port", "0", "--wait-subscribers-ms", "20000"});
   ASSERT_NE(publish, nullptr);
   const nlohmann::json ready = AwaitLine(*publish, "listening");
   ASSERT_TRUE(ready.contains("admin")) << publish->err();
@@ -252,10 +254,14 @@ TEST(MasterStandIn, LiveTrafficWhileStayingUpIsPublishedAndHeld) {
 std::unique_ptr<Child> Candidate(const EtcdProcess& etcd, const std::string& host, int event_port, int admin_port,
                                  const std::vector<std::string>& extra) {
   std::vector<std::string> args = {kPublish,
-                                   "--endpoint", "tcp://" + host + ":" + (event_port ? std::to_string(event_port) : "*"),
-                                   "--admin-port", std::to_string(admin_port),
-                                   "--etcd", etcd.endpoint(),
-                                   "--advertise", host + ":50051",
+                                   "--endpoint",
+                                   "tcp://" + host + ":" + (event_port ? std::to_string(event_port) : "*"),
+                                   "--admin-port",
+                                   std::to_string(admin_port),
+                                   "--etcd",
+                                   etcd.endpoint(),
+                                   "--advertise",
+                                   host + ":50051",
                                    "--keep-running"};
   args.insert(args.end(), extra.begin(), extra.end());
   return Child::Spawn(args);
@@ -323,12 +329,12 @@ TEST(MasterStandIn, TheStandbyTakesOverWhenTheLeaderIsKilled) {
   EXPECT_EQ(message.events[0].object_key, "page-3");
 
   std::set<std::string> lines;
-  ASSERT_TRUE(EtcdProcess::Await(
+  ASSERT_TRUE(WaitFor(
       [&] {
         return Lines(GetAllKeys("127.0.0.3", admin_port).body, &lines) &&
                lines == std::set<std::string>{"page-1", "page-2", "page-3"};
       },
-      10s));
+      10s, 20ms));
   const nlohmann::json summary = StopAndSummarise(*standby);
   EXPECT_EQ(summary["first_sequence"], 1);
   // Stopping revoked the lease: the key is gone now, not 5 s later.

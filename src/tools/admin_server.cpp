@@ -13,8 +13,7 @@ constexpr size_t kChunkBytes = 64 * 1024;
 
 }  // namespace
 
-AdminServer::AdminServer(const HeldKeys& keys)
-    : keys_(keys), server_(std::make_unique<httplib::Server>()) {
+AdminServer::AdminServer(const HeldKeys& keys) : keys_(keys), server_(std::make_unique<httplib::Server>()) {
   server_->Get("/get_all_keys", [this](const httplib::Request&, httplib::Response& response) {
     std::shared_ptr<const std::string> body = keys_.Listing();
     served_.fetch_add(1, std::memory_order_relaxed);
@@ -24,12 +23,11 @@ AdminServer::AdminServer(const HeldKeys& keys)
       response.set_content("", "text/plain");
       return;
     }
-    response.set_content_provider(
-        length, "text/plain",
-        [body](size_t offset, size_t length_left, httplib::DataSink& sink) {
-          const size_t n = std::min({kChunkBytes, length_left, body->size() - offset});
-          return sink.write(body->data() + offset, n);
-        });
+    response.set_content_provider(length, "text/plain",
+                                  [body](size_t offset, size_t length_left, httplib::DataSink& sink) {
+                                    const size_t n = std::min({kChunkBytes, length_left, body->size() - offset});
+                                    return sink.write(body->data() + offset, n);
+                                  });
   });
 }
 

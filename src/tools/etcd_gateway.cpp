@@ -53,8 +53,8 @@ bool EtcdGateway::ParseEndpoints(const std::string& comma_separated, std::vector
     int port = 0;
     const char* port_end = host_port.data() + host_port.size();
     if (colon == std::string::npos || colon == 0 ||
-        std::from_chars(host_port.data() + colon + 1, port_end, port).ptr != port_end || port <= 0 ||
-        port > 65535 || host_port.find('/') != std::string::npos) {
+        std::from_chars(host_port.data() + colon + 1, port_end, port).ptr != port_end || port <= 0 || port > 65535 ||
+        host_port.find('/') != std::string::npos) {
       *error = absl::StrFormat("etcd endpoint \"%s\" is not host:port or http://host:port", endpoint);
       return false;
     }
@@ -85,8 +85,8 @@ bool EtcdGateway::Post(const std::string& path, const std::string& json, std::st
       continue;
     }
     if (result->status != 200) {
-      absl::StrAppendFormat(&failures, "%s%s: HTTP %d %s", failures.empty() ? "" : "; ", endpoints_[at],
-                            result->status, result->body.substr(0, 200));
+      absl::StrAppendFormat(&failures, "%s%s: HTTP %d %s", failures.empty() ? "" : "; ", endpoints_[at], result->status,
+                            result->body.substr(0, 200));
       continue;
     }
     preferred_ = at;
@@ -137,8 +137,9 @@ bool EtcdGateway::CreateWithLease(const std::string& key, const std::string& val
   const std::string key64 = absl::Base64Escape(key);
   const Json request = {
       {"compare", Json::array({{{"key", key64}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}})},
-      {"success", Json::array({{{"request_put",
-                                 {{"key", key64}, {"value", absl::Base64Escape(value)}, {"lease", std::to_string(lease)}}}}})},
+      {"success",
+       Json::array({{{"request_put",
+                      {{"key", key64}, {"value", absl::Base64Escape(value)}, {"lease", std::to_string(lease)}}}}})},
   };
   std::string body;
   Json answer;

@@ -24,9 +24,7 @@ class LeaderElection {
  public:
   static constexpr int64_t kLeaseSeconds = 5;  // the Mooncake master's
   static constexpr char kDefaultClusterId[] = "mooncake_cluster";
-  static std::string ViewKey(const std::string& cluster_id) {
-    return "mooncake-store/" + cluster_id + "/master_view";
-  }
+  static std::string ViewKey(const std::string& cluster_id) { return "mooncake-store/" + cluster_id + "/master_view"; }
 
   // Progress for the tool's log: ("standby", current leader) each time a
   // new leader is seen while waiting; ("etcd_error", why) on the first of a
@@ -65,8 +63,8 @@ class LeaderElection {
   std::thread keepalive_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;           // guarded by mu_
-  std::string lost_reason_;         // guarded by mu_
+  bool stopping_ = false;    // guarded by mu_
+  std::string lost_reason_;  // guarded by mu_
   std::atomic<bool> lost_{false};
 };
 
