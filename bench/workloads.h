@@ -1,4 +1,4 @@
-// The workloads of ../shared/docs/performance.md, by the names benchmark
+// The workloads of docs/performance.md, by the names benchmark
 // output uses: layouts (tp1, tp8, tp8pp2, mla, pools6), requests of 16, 169
 // and 1024 pages of 64 tokens, index sizes (10k, 1m, 10m present keys) and
 // hit mixes (all, half, none).

@@ -2,6 +2,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "capi_support.h"
 #include "handles.h"
 #include "feed/subscriber.h"
@@ -41,9 +42,16 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
     if (opts->reconnect_max_ms != 0) options.reconnect_max_ms = opts->reconnect_max_ms;
     if (opts->stale_after_ms != 0) options.stale_after_ms = opts->stale_after_ms;
 
+    if (index->core->has_subscriber.exchange(true)) {
+      return Fail(SCI_ERR_INVALID_ARGUMENT,
+                  "sci_subscriber_start: the index already has a subscriber (one per index: stop it first)");
+    }
+    // Released on every way out but success (a failed start, an exception).
+    auto release_claim = absl::MakeCleanup([&] { index->core->has_subscriber.store(false); });
     sci::SubscriberError code = sci::SubscriberError::kNone;
     std::string error;
-    std::unique_ptr<sci::Subscriber> subscriber = sci::Subscriber::Start(index->impl, options, &code, &error);
+    std::unique_ptr<sci::Subscriber> subscriber = sci::Subscriber::Start(
+        std::shared_ptr<sci::Index>(index->core, &index->core->index), options, &code, &error);
     if (subscriber == nullptr) {
       // Argument errors name the option ("endpoint ...", "reconnect_ms ...").
       if (code == sci::SubscriberError::kInvalidArgument) {
@@ -51,7 +59,8 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
       }
       return Failf(SCI_ERR_IO, "sci_subscriber_start: %s", error);
     }
-    *out = new sci_subscriber(std::move(subscriber));
+    *out = new sci_subscriber(index->core, std::move(subscriber));
+    std::move(release_claim).Cancel();
     return SCI_OK;
   });
 }

@@ -47,9 +47,9 @@ static int present(const sci_index *index, const char *key) {
 
 int main(void) {
     sci_index *index = NULL;
-    sci_index_options options;
+    sci_index_options options = SCI_INDEX_OPTIONS_INIT; /* struct_size set, the rest 0 = defaults */
     sci_event batch1[3], batch2[1], batch3[1];
-    sci_stats stats;
+    sci_stats stats = SCI_STATS_INIT;
     int ok = 1;
 
     if (sci_abi_version() != SCI_ABI_VERSION) {
@@ -59,8 +59,6 @@ int main(void) {
     printf("shared-cache-index %s (ABI %u)\n", sci_version(), sci_abi_version());
     sci_set_log_callback(print_log, NULL);
 
-    memset(&options, 0, sizeof options);
-    options.struct_size = sizeof options;
     options.max_entries = 1000;
     if (!check(sci_index_new(&options, &index), "sci_index_new")) return 1;
 
@@ -91,8 +89,6 @@ int main(void) {
     if (sci_index_apply_events(NULL, 6, batch3, 1) != SCI_ERR_INVALID_ARGUMENT) ok = 0;
     printf("bad argument: %s\n", sci_last_error());
 
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
     ok &= check(sci_index_stats(index, &stats), "sci_index_stats");
     printf("stats: keys=%llu groups=%llu batches_applied=%llu events_applied=%llu "
            "sequence_gaps=%llu clears=%llu last_sequence=%llu\n",

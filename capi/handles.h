@@ -1,6 +1,7 @@
 // The opaque C handles are thin shells around the C++ objects.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -9,9 +10,26 @@
 #include "shared_cache_index.h"
 #include "feed/subscriber.h"
 
+namespace sci::capi {
+
+// What an index handle shares with the subscriber feeding it. A subscriber
+// stopped from its own log callback has a thread that finishes its step
+// after sci_subscriber_stop returns, possibly after sci_index_free too: the
+// thread keeps this alive until it exits.
+struct IndexCore {
+  explicit IndexCore(IndexOptions options) : index(options) {}
+  Index index;
+  // One subscriber per index: set by sci_subscriber_start, cleared by stop.
+  std::atomic<bool> has_subscriber{false};
+};
+
+}  // namespace sci::capi
+
 struct sci_index {
-  explicit sci_index(sci::IndexOptions options) : impl(options) {}
-  sci::Index impl;
+  explicit sci_index(sci::IndexOptions options)
+      : core(std::make_shared<sci::capi::IndexCore>(options)), impl(core->index) {}
+  std::shared_ptr<sci::capi::IndexCore> core;
+  sci::Index& impl;  // core->index
 };
 
 struct sci_layout {
@@ -20,6 +38,14 @@ struct sci_layout {
 };
 
 struct sci_subscriber {
-  explicit sci_subscriber(std::unique_ptr<sci::Subscriber> subscriber) : impl(std::move(subscriber)) {}
-  std::unique_ptr<sci::Subscriber> impl;  // never null; stopping it joins the thread
+  sci_subscriber(std::shared_ptr<sci::capi::IndexCore> index_core, std::unique_ptr<sci::Subscriber> subscriber)
+      : core(std::move(index_core)), impl(std::move(subscriber)) {}
+  // Stops the subscriber (see sci::Subscriber::Stop), then lets the index
+  // take another one.
+  ~sci_subscriber() {
+    impl.reset();
+    core->has_subscriber.store(false);
+  }
+  std::shared_ptr<sci::capi::IndexCore> core;
+  std::unique_ptr<sci::Subscriber> impl;  // never null
 };

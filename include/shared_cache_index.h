@@ -10,21 +10,26 @@
  *
  * Conventions, for every function below:
  *   - Functions returning sci_status return SCI_OK (0) on success. On failure
- *     the index is unchanged and sci_last_error() describes what went wrong
- *     on the calling thread.
+ *     sci_last_error() describes what went wrong on the calling thread, and
+ *     nothing was changed, with one exception: when memory runs out in the
+ *     middle of applying a batch (SCI_ERR_NO_MEMORY from
+ *     sci_index_apply_events / sci_index_apply_message), the index is
+ *     cleared, since it cannot vouch for a half-applied batch.
  *   - Strings are sci_str (pointer + length, not NUL-terminated); `ptr` may be
  *     NULL only when `len` is 0. The library never keeps a caller's pointer
  *     after a call returns: it copies what it needs.
  *   - Every options / stats / result struct starts with `struct_size`, which
  *     the caller sets to sizeof(the struct) as compiled. The library reads or
  *     writes only that many bytes, so callers built against an older header
- *     keep working when fields are appended.
+ *     keep working when fields are appended. Each has an initialiser macro
+ *     that sets struct_size and zeroes the rest (zero means "default"):
+ *         sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
  *   - Every function may be called concurrently from any number of threads,
  *     except *_free and *_stop, which must not race with other uses of the
  *     same handle.
  *   - No C++ exception and no abort() ever crosses this boundary.
  *
- * ABI contract: ../shared/docs/c-api.md (version SCI_ABI_VERSION).
+ * ABI contract: docs/c-api.md in the source tree (version SCI_ABI_VERSION).
  */
 #ifndef SHARED_CACHE_INDEX_H
 #define SHARED_CACHE_INDEX_H
@@ -56,7 +61,7 @@ typedef int32_t sci_status;
 #define SCI_ERR_INVALID_ARGUMENT 1 /* NULL / too-small struct_size / bad value */
 #define SCI_ERR_DECODE 2           /* malformed wire message (nothing applied) */
 #define SCI_ERR_IO 3               /* socket or thread could not be set up */
-#define SCI_ERR_NO_MEMORY 4        /* allocation failed (index unchanged) */
+#define SCI_ERR_NO_MEMORY 4        /* allocation failed (mid-batch: the index is cleared) */
 #define SCI_ERR_BUFFER_TOO_SMALL 5 /* an output buffer cannot hold the answer */
 #define SCI_ERR_INTERNAL 6         /* a bug: please report the message */
 
@@ -76,6 +81,17 @@ typedef struct sci_bytes {
     size_t len;
 } sci_bytes;
 
+/* The value of a struct with a leading struct_size: struct_size set to the
+ * size this caller was compiled with, every other field zero. Used by the
+ * SCI_*_INIT macros below; valid C (a designated initialiser) and C++ (an
+ * expression, so it also works where C++ wants one). */
+#ifdef __cplusplus
+#define SCI_STRUCT_INIT_(type) \
+    ([] { type sci_init_{}; sci_init_.struct_size = sizeof(type); return sci_init_; }())
+#else
+#define SCI_STRUCT_INIT_(type) {.struct_size = sizeof(type)}
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* The index                                                                */
 /* ------------------------------------------------------------------------ */
@@ -89,6 +105,7 @@ typedef struct sci_index_options {
      * (capacity_refusals); the index keeps serving and never wipes itself. */
     uint64_t max_entries;
 } sci_index_options;
+#define SCI_INDEX_OPTIONS_INIT SCI_STRUCT_INIT_(sci_index_options)
 
 /* Creates an empty index. `opts` may be NULL for defaults. On success *out
  * owns a new index that the caller releases with sci_index_free. */
@@ -173,7 +190,7 @@ typedef struct sci_pool {
 } sci_pool;
 
 /* How one model's SGLang workers name their pages (the runtime config they
- * publish). Fields as in sglang-hicache.md; empty strings mean unset. */
+ * publish). Fields as in docs/sglang-hicache.md; empty strings mean unset. */
 typedef struct sci_layout_spec {
     uint32_t struct_size;
     uint32_t page_size;   /* tokens per page; must be > 0 */
@@ -189,6 +206,7 @@ typedef struct sci_layout_spec {
     const sci_pool *pools; /* NULL / 0 = no advertised pools */
     size_t n_pools;
 } sci_layout_spec;
+#define SCI_LAYOUT_SPEC_INIT SCI_STRUCT_INIT_(sci_layout_spec)
 
 /* Validates `spec` and builds an immutable layout (it copies everything it
  * needs; `spec` may be freed afterwards). The layout may be shared by any
@@ -212,6 +230,7 @@ typedef struct sci_page_result {
     size_t prefix_hits; /* leading run of hit pages */
     size_t fast_path;   /* pages answered by an already-verified group */
 } sci_page_result;
+#define SCI_PAGE_RESULT_INIT SCI_STRUCT_INIT_(sci_page_result)
 
 /* The router's query: for each whole page of `tokens` (u32 token ids),
  * hits[i] = 1 when every physical object of page i is present, else 0.
@@ -255,16 +274,18 @@ typedef struct sci_subscriber_options {
     uint32_t reconnect_max_ms; /* reconnect back-off ceiling; 0 = 5000 ms */
     uint32_t stale_after_ms;   /* disconnected longer => cleared, answers miss; 0 = 10000 ms */
 } sci_subscriber_options;
+#define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
 /* Starts a background thread that connects a ZeroMQ SUB socket to
  * `endpoint` (tcp:// or ipc://) and applies every message it receives to
  * `index`, in arrival order, as sci_index_apply_message would. On success
  * *out owns the subscriber; release it with sci_subscriber_stop. The index
- * must outlive the subscriber.
+ * must outlive the subscriber (stop it before freeing the index).
  *
  * Errors: SCI_ERR_INVALID_ARGUMENT for a NULL index / opts / out, a
  * struct_size too small for stale_after_ms, an empty endpoint, one with a
- * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX;
+ * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX,
+ * an index that already has a subscriber (see below);
  * SCI_ERR_IO when the socket or thread cannot be created. An unreachable
  * tcp endpoint is not an error: ZeroMQ keeps reconnecting, and
  * subscriber_connected in sci_stats says whether it is connected.
@@ -279,9 +300,11 @@ typedef struct sci_subscriber_options {
  * a long disconnect. After such a clear the next batch is accepted at any
  * sequence. A silently dead peer is detected by ZMTP heartbeats.
  *
- * Use one subscriber per index: the index has a single sequence cursor, so
- * a second subscriber to the same publisher only adds duplicates, and one to
- * another publisher makes every batch look like a gap (constant clears).
+ * One subscriber per index: the index has a single sequence cursor, so a
+ * second subscriber to the same publisher would only add duplicates, and
+ * one to another publisher would make every batch look like a gap (constant
+ * clears). A second start on an index whose subscriber is not stopped is
+ * therefore refused; after sci_subscriber_stop the index takes a new one.
  * Log lines (connects, disconnects, stale clears, malformed messages) come
  * from the subscriber's thread through sci_set_log_callback. */
 sci_status sci_subscriber_start(sci_index *index,
@@ -291,7 +314,16 @@ sci_status sci_subscriber_start(sci_index *index,
 /* Stops the thread, closes the socket (dropping anything still queued) and
  * frees the subscriber. Returns promptly even when the publisher is silent
  * or gone. The index keeps its contents but no longer follows the publisher;
- * subscriber_connected drops to false. NULL is a no-op. */
+ * subscriber_connected drops to false. NULL is a no-op.
+ *
+ * It may be called from the log callback, on the subscriber's own thread
+ * too: `sub` is consumed and must not be used again whichever thread calls
+ * it. On its own thread it cannot wait for that thread, so it returns at
+ * once; after the callback returns, the thread finishes the step it was in
+ * (at most the message being applied, then subscriber_connected drops to
+ * false), receives nothing more and frees itself. The index may be freed
+ * right after this call even then: the library keeps what the exiting
+ * thread still touches alive until it is gone. */
 void sci_subscriber_stop(sci_subscriber *sub);
 
 /* ------------------------------------------------------------------------ */
@@ -322,6 +354,7 @@ typedef struct sci_stats {
     uint64_t page_hits;          /* pages found fully present */
     uint64_t fast_path_hits;     /* page hits answered by a verified group */
 } sci_stats;
+#define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 
 /* Fills `stats` with a snapshot of the counters. Each counter is read
  * atomically; the set is not one atomic snapshot. Never blocks writers. */
@@ -351,12 +384,20 @@ sci_status sci_stats_format_prometheus(const sci_index *index, sci_str labels,
 
 /* Receives one log line (`msg`, `len` bytes, NUL-terminated as well) at
  * `level`. May be called from any thread, including the subscriber's, and
- * from several at once; it must not call sci_set_log_callback or the
- * library's *_free / *_stop functions. */
+ * from several at once. It may call any function of the library, including
+ * sci_subscriber_stop (of any subscriber, its own included) and
+ * sci_set_log_callback (which then takes effect once this callback has
+ * returned). It must not free a handle that the library call it was
+ * logged from is using (the index of the sci_index_apply_message that
+ * logged, for instance), except that a subscriber's own lines may stop it
+ * and then free its index. */
 typedef void (*sci_log_fn)(void *user, int32_t level, const char *msg, size_t len);
 
 /* Routes the library's log lines to `fn` (process-wide). The library prints
- * nothing by itself; NULL silences it (the default). */
+ * nothing by itself; NULL silences it (the default). Once this returns, the
+ * previous callback is running on no thread and is never called again, so
+ * its `user` may be freed. Called from inside a callback, it takes effect
+ * when that callback returns instead (the last such call wins). */
 void sci_set_log_callback(sci_log_fn fn, void *user);
 
 #ifdef __cplusplus

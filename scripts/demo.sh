@@ -5,13 +5,17 @@
 # src/bin/router_demo.rs) follows it through the library's subscriber and
 # asks, for a handful of prompts, which pages are in the pool.
 #   scripts/demo.sh [build-dir]      (default: build)
-# Builds what it needs (cmake, then cargo offline); needs no external service.
+# Installs what is missing (scripts/install-deps.sh, cheap when all is there),
+# builds what it needs (cmake, then cargo offline); needs no external service.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${1:-build}
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== dependencies"
+scripts/install-deps.sh
 
 echo "== building the library and sci-publish ($build)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -8,7 +8,7 @@ files: the query, latency, apply, memory and live benchmarks of one run) and
     check_pages against pages per request and against keys per page, for the
     fast path (verified groups) and the exact path (every key checked), with
     the SHA-256 hashing floor beside them, and against index size;
-  * prints the targets table of shared/docs/performance.md as Markdown:
+  * prints the targets table of docs/performance.md as Markdown:
     target, measured, ratio to the target, pass/miss.
 
 Times are CPU time by default (single-threaded benchmarks on a shared

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test:
-#   1. the release build and its whole ctest suite,
-#   2. the suite again under AddressSanitizer + UBSan, and the concurrent
-#      suites under ThreadSanitizer (scripts/test-sanitizers.sh),
-#   3. the Rust example (rust-example/): bindings in sync with the header,
-#      then its cargo test against this build,
-# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 2 for
-# a quick local run. Assumes scripts/install-deps.sh has run.
+# Installs what is missing, builds everything and runs every test, in this
+# order:
+#   1. scripts/install-deps.sh (cheap when every package is there),
+#   2. the RelWithDebInfo build into [build-dir] (default build/),
+#   3. the suite under AddressSanitizer + UBSan, and the concurrent suites
+#      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
+#      build-tsan/),
+#   4. the whole ctest suite of the build of stage 2,
+#   5. the Rust example (rust-example/): bindings in sync with the header,
+#      then its cargo test against that build.
+# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 3 for
+# a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== dependencies"
+scripts/install-deps.sh
 
 echo "== build ($build)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

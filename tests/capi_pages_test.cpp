@@ -11,7 +11,7 @@
 
 namespace {
 
-// The check value of sglang-hicache.md: tokens 1..10, page size 4.
+// The check value of docs/sglang-hicache.md: tokens 1..10, page size 4.
 const std::string kHash0 = "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72";
 const std::string kHash1 = "4ebfa8a1f3c341517621838c6e1b9aa350307e3f00b3cbd1a07ef740f54396d6";
 const std::vector<uint32_t> kTokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix and builds a C consumer
-# against it four ways: pkg-config shared / static, find_package shared /
-# static. Each consumer must run and print "consumer OK"; the installed tools
-# must run.
+# against it six ways: pkg-config shared / static (compiled and linked by the
+# C compiler driver), and find_package shared / static from a C-only CMake
+# project and from a mixed C/C++ one. Each consumer must run and print
+# "consumer OK"; the installed tools must run.
 # Usage: check_install.sh <build-dir> <source-dir>
 set -euo pipefail
 build=$1 src=$2
@@ -31,7 +32,8 @@ cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "
   $(pkg-config --cflags --libs shared_cache_index) -Wl,-rpath,"$libdir"
 run "pkg-config shared" "$work/pc_shared"
 
-# pkg-config, static: the archive by path, its dependencies from --static.
+# pkg-config, static: the archive by path, its dependencies (the C++ runtime
+# included) from --static; cc, not c++, links it.
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "$work/pc_static" \
   $(pkg-config --cflags shared_cache_index) "$libdir/libshared_cache_index.a" \
   $(pkg-config --static --libs shared_cache_index | sed 's/-lshared_cache_index//')
@@ -40,11 +42,18 @@ if ldd "$work/pc_static" | grep -q libshared_cache_index; then
 fi
 run "pkg-config static" "$work/pc_static"
 
-# find_package(shared_cache_index CONFIG), shared and static.
-cmake -S "$src/tests/install" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$work/cmake" -j2 >/dev/null
-run "find_package shared" "$work/cmake/consumer_shared"
-run "find_package static" "$work/cmake/consumer_static"
-if ldd "$work/cmake/consumer_static" | grep -q libshared_cache_index; then
-  echo "find_package static: still links the shared library"; exit 1
-fi
+# find_package(shared_cache_index CONFIG), shared and static: from a C-only
+# project (project(x C): the static target must bring the C++ runtime
+# itself) and from a mixed C/C++ one.
+for languages in C "C;CXX"; do
+  name=find_package-${languages/;/+}
+  dir=$work/$name
+  cmake -S "$src/tests/install" -B "$dir" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DSCI_CONSUMER_LANGUAGES="$languages" >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+  cmake --build "$dir" -j2 >"$work/build.log" 2>&1 || { cat "$work/build.log"; echo "$name: does not link"; exit 1; }
+  run "$name shared" "$dir/consumer_shared"
+  run "$name static" "$dir/consumer_static"
+  if ldd "$dir/consumer_static" | grep -q libshared_cache_index; then
+    echo "$name static: still links the shared library"; exit 1
+  fi
+done

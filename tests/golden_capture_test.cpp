@@ -1,6 +1,6 @@
 // The real publisher's bytes: every golden message decodes to exactly what
 // expected.jsonl says, and applying a capture leaves the index in the state
-// index-semantics.md implies.
+// docs/index-semantics.md implies.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // Model-based randomized tests of the index: a tiny reference model written
-// for clarity (plain sets, the rules of index-semantics.md line by line) and
+// for clarity (plain sets, the rules of docs/index-semantics.md line by line) and
 // random streams of batches with gaps, duplicates, restarts, stored/removed
 // with and without groups (and with the wrong group), several tenants and
 // all-cleared events.

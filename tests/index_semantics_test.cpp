@@ -1,4 +1,4 @@
-// One or more tests per rule of ../shared/docs/index-semantics.md, against
+// One or more tests per rule of docs/index-semantics.md, against
 // the C++ index directly (no sockets, no decoder).
 #include <gtest/gtest.h>
 

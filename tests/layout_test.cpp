@@ -1,5 +1,5 @@
 // SGLang key derivation, checked against hand-written key lists for small
-// cases (../shared/docs/sglang-hicache.md), the layout ids that scope
+// cases (docs/sglang-hicache.md), the layout ids that scope
 // verifications, and the validation of specs.
 #include <gtest/gtest.h>
 

@@ -26,8 +26,8 @@
 #include <zmq.hpp>
 
 #include "encode/mooncake_encoder.h"
+#include "encode/mooncake_event.h"
 #include "wait_for.h"
-#include "wire/mooncake_event.h"
 
 namespace sci::testing {
 

@@ -1,6 +1,7 @@
 // The encoder writes the production Mooncake format byte for byte: every
-// golden message, decoded in full and re-encoded, gives back the captured
-// bytes of all three frames.
+// golden message, read back in full (ReadMooncakePayload) and re-encoded,
+// gives back the captured bytes of all three frames. The reader agrees with
+// the library's decoder on every event.
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -9,6 +10,7 @@
 
 #include "golden_capture.h"
 #include "encode/mooncake_encoder.h"
+#include "encode/mooncake_payload_reader.h"
 #include "wire/wire_decoder.h"
 
 namespace sci {
@@ -27,19 +29,28 @@ TEST_P(EncoderRoundTrip, ReencodingEveryGoldenMessageReproducesAllThreeFrames) {
   const std::vector<GoldenMessage> messages = LoadCapture(GetParam());
   ASSERT_FALSE(messages.empty());
   DecodedMessage decoded;
-  decoded.collect_mooncake_events = true;
+  MooncakePayload full;
   for (const GoldenMessage& message : messages) {
     SCOPED_TRACE(message.name);
     const auto frames = message.FrameSpans();
     std::string error;
     ASSERT_TRUE(DecodeMessage(frames, &decoded, &error)) << error;
-    ASSERT_EQ(decoded.mooncake_events.size(), decoded.events.size());
+    ASSERT_TRUE(ReadMooncakePayload(frames[2], &full, &error)) << error;
+    EXPECT_EQ(full.timestamp_ms, decoded.timestamp_ms);
+    ASSERT_EQ(full.events.size(), decoded.events.size());
+    for (size_t i = 0; i < full.events.size(); ++i) {
+      EXPECT_EQ(full.events[i].stored, decoded.events[i].kind == EventKind::kStored);
+      EXPECT_EQ(full.events[i].object_key, decoded.events[i].object_key);
+      EXPECT_EQ(full.events[i].group_id, decoded.events[i].group_id);
+      EXPECT_EQ(full.events[i].tenant_id, decoded.events[i].tenant_id);
+      EXPECT_EQ(full.events[i].medium, decoded.events[i].medium);
+    }
 
     EXPECT_EQ(std::string(decoded.topic), message.frames[0]);  // empty: the publisher sends no topic
     const std::array<uint8_t, 8> sequence = EncodeSequence(decoded.sequence);
     EXPECT_EQ(std::string(sequence.begin(), sequence.end()), message.frames[1]);
     std::string payload;
-    EncodeMooncakePayload(decoded.timestamp_ms, decoded.mooncake_events, &payload);
+    EncodeMooncakePayload(full.timestamp_ms, full.events, &payload);
     EXPECT_EQ(payload, message.frames[2]);
   }
 }
@@ -47,15 +58,14 @@ TEST_P(EncoderRoundTrip, ReencodingEveryGoldenMessageReproducesAllThreeFrames) {
 INSTANTIATE_TEST_SUITE_P(AllCaptures, EncoderRoundTrip, ::testing::ValuesIn(sci_test::kCaptures),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
-TEST(MooncakeEncoder, FullDecodingRecoversTheFieldsTheIndexDoesNotNeed) {
+TEST(MooncakeEncoder, FullReadingRecoversTheFieldsTheIndexDoesNotNeed) {
   const std::vector<GoldenMessage> basic = LoadCapture("basic");
   ASSERT_EQ(basic.size(), 5u);
-  DecodedMessage decoded;
-  decoded.collect_mooncake_events = true;
+  MooncakePayload full;
   const auto frames = basic[2].FrameSpans();
-  ASSERT_TRUE(DecodeMessage(frames, &decoded, nullptr));
-  ASSERT_EQ(decoded.mooncake_events.size(), 1u);
-  const MooncakeEvent& e = decoded.mooncake_events[0];
+  ASSERT_TRUE(ReadMooncakePayload(frames[2], &full, nullptr));
+  ASSERT_EQ(full.events.size(), 1u);
+  const MooncakeEvent& e = full.events[0];
   EXPECT_EQ(e.event_id, 3u);
   EXPECT_TRUE(e.stored);
   EXPECT_EQ(e.object_key, "12345");
@@ -64,7 +74,21 @@ TEST(MooncakeEncoder, FullDecodingRecoversTheFieldsTheIndexDoesNotNeed) {
   EXPECT_EQ(e.medium, "disk");
   EXPECT_EQ(e.backend_id, "mooncake-master-0");
   EXPECT_EQ(e.base_block_idx, 0u);
-  EXPECT_EQ(decoded.timestamp_ms, 1796008706444);
+  EXPECT_EQ(full.timestamp_ms, 1796008706444);
+}
+
+TEST(MooncakeEncoder, FullReadingRefusesWhatIsNotAProductionPayload) {
+  MooncakePayload full;
+  std::string error;
+  const uint8_t not_an_array[] = {0xc0};
+  EXPECT_FALSE(ReadMooncakePayload(not_an_array, &full, &error));
+  EXPECT_NE(error.find("not an array"), std::string::npos) << error;
+  const uint8_t array_event[] = {0x92, 0x01, 0x91, 0x91, 0xa1, 'x'};  // [1, [["x"]]]: a v1-style array event
+  EXPECT_FALSE(ReadMooncakePayload(array_event, &full, &error));
+  EXPECT_NE(error.find("event 0"), std::string::npos) << error;
+  const uint8_t trailing[] = {0x92, 0x01, 0x90, 0xc0};  // [1, []] then a stray nil
+  EXPECT_FALSE(ReadMooncakePayload(trailing, &full, &error));
+  EXPECT_NE(error.find("trailing"), std::string::npos) << error;
 }
 
 TEST(MooncakeEncoder, AppendsToWhatIsAlreadyInTheBuffer) {
@@ -202,19 +226,21 @@ TEST(MooncakeEncoder, LongKeysAndFullBatchesUseTheWiderEncodingsAndDecodeBack) {
   const std::array<uint8_t, 8> sequence = EncodeSequence(9);
   const std::array<std::span<const uint8_t>, 3> frames = {std::span<const uint8_t>(), sequence, Bytes(payload)};
   DecodedMessage decoded;
-  decoded.collect_mooncake_events = true;
   std::string error;
   ASSERT_TRUE(DecodeMessage(frames, &decoded, &error)) << error;
+  MooncakePayload full;
+  ASSERT_TRUE(ReadMooncakePayload(frames[2], &full, &error)) << error;
   EXPECT_EQ(decoded.timestamp_ms, -1);
+  ASSERT_EQ(full.events.size(), 64u);
   ASSERT_EQ(decoded.events.size(), 64u);
   for (size_t i = 0; i < events.size(); ++i) {
     EXPECT_EQ(decoded.events[i].kind, events[i].stored ? EventKind::kStored : EventKind::kRemoved);
     EXPECT_EQ(decoded.events[i].object_key, keys[i]);
     EXPECT_EQ(decoded.events[i].group_id, events[i].group_id);
-    EXPECT_EQ(decoded.mooncake_events[i].event_id, events[i].event_id);
+    EXPECT_EQ(full.events[i].event_id, events[i].event_id);
   }
   std::string again;
-  EncodeMooncakePayload(decoded.timestamp_ms, decoded.mooncake_events, &again);
+  EncodeMooncakePayload(full.timestamp_ms, full.events, &again);
   EXPECT_EQ(again, payload);
 }
 

@@ -1,6 +1,6 @@
 // The page query against the real index: one or more tests per rule of
-// ../shared/docs/sglang-hicache.md and the "Queries" part of
-// ../shared/docs/index-semantics.md. Pages are stored the way the Mooncake
+// docs/sglang-hicache.md and the "Queries" part of
+// docs/index-semantics.md. Pages are stored the way the Mooncake
 // publisher reports them: one stored event per object key, labelled with
 // the page's group id.
 #include <gtest/gtest.h>

@@ -65,7 +65,7 @@ std::vector<GoldenMessage> LoadCapture(const std::string& name) {
 }
 
 // What the index must hold after a capture: expected.jsonl replayed through
-// the sequence rules of index-semantics.md, by a model independent of the
+// the sequence rules of docs/index-semantics.md, by a model independent of the
 // index. Returns (tenant, key) -> present, for every key the capture names.
 std::map<std::pair<std::string, std::string>, bool> ExpectedPresence(const std::string& name) {
   std::ifstream in(std::filesystem::path(SCI_TESTDATA_DIR) / name / "expected.jsonl");

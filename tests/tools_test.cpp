@@ -103,6 +103,53 @@ TEST(Tools, PublishToAnEndpointZeroMqRejectsExitsWithOne) {
   EXPECT_NE(publish->err().find("bogus://x"), std::string::npos) << publish->err();
 }
 
+TEST(Tools, WorkloadWithoutPageSizeNamesTheMissingFlag) {
+  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--sglang-workload", "--tp", "8"});
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  EXPECT_EQ(publish->exit_code(), 2);
+  EXPECT_NE(publish->err().find("--sglang-workload needs --page-size"), std::string::npos) << publish->err();
+}
+
+TEST(Tools, LayoutJsonRejectsNegativeFractionalAndOutOfRangeNumbers) {
+  const struct {
+    const char* json;
+    const char* named;  // what the message must name
+  } cases[] = {
+      {R"({"page_size": -64, "tp_size": 8})", "page_size is -64"},
+      {R"({"page_size": 64, "tp_size": 4294967296})", "tp_size is 4294967296"},
+      {R"({"page_size": 64.5})", "page_size is 64.5"},
+      {R"({"page_size": 64, "pp_size": "2"})", "pp_size is \"2\""},
+      {R"({"page_size": 64, "pools": [{"suffixes": ["__k"]},
+           {"suffixes": ["__swa"], "hit_policy": "trailing_pages", "trailing_pages": -1}]})",
+       "pools[1].trailing_pages is -1"},
+  };
+  for (const auto& c : cases) {
+    const TempFile layout("sci-bad-layout", c.json);
+    auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--sglang-workload",
+                                 "--layout-json", layout.path()});
+    ASSERT_NE(publish, nullptr);
+    ASSERT_TRUE(publish->Finish());
+    EXPECT_EQ(publish->exit_code(), 2) << c.json;
+    EXPECT_NE(publish->err().find(c.named), std::string::npos) << c.json << "\n" << publish->err();
+    EXPECT_NE(publish->err().find("want a whole number from 0 to 4294967295"), std::string::npos) << publish->err();
+  }
+}
+
+TEST(Tools, TailThatNeverConnectsSaysSoAndExitsThree) {
+  // Nothing is bound at this endpoint: ZeroMQ retries forever, so only the
+  // tool's own connect deadline can end it.
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools-nobody");
+  auto tail = Child::Spawn({kTail, "--endpoint", endpoint, "--connect-timeout-ms", "200"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 3);
+  EXPECT_NE(tail->err().find("never connected to \"" + endpoint + "\""), std::string::npos) << tail->err();
+  const std::vector<nlohmann::json> lines = OutLines(*tail);
+  ASSERT_EQ(lines.size(), 1u) << tail->out();
+  EXPECT_EQ(lines[0]["stats"]["subscriber_connects"], 0);
+}
+
 // ---- sci-publish | sci-tail ----
 
 TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
@@ -145,10 +192,14 @@ TEST(Tools, TailPrintsTheScriptedEventsAndAGapMarker) {
   EXPECT_EQ(lines[0]["events"][0]["tenant_id"], "default");
   EXPECT_EQ(lines[0]["events"][0]["medium"], "cpu");
   EXPECT_EQ(lines[0]["events"][1]["medium"], "disk");
+  // Production messages also show the fields the index does not use.
+  EXPECT_EQ(lines[0]["events"][0]["event_id"], 1);
+  EXPECT_EQ(lines[0]["events"][1]["event_id"], 2);
   EXPECT_FALSE(lines[0].contains("gap"));
 
   EXPECT_EQ(lines[1]["sequence"], 2);
   EXPECT_EQ(lines[1]["events"][0]["type"], "removed");
+  EXPECT_EQ(lines[1]["events"][0]["event_id"], 3);
   EXPECT_FALSE(lines[1].contains("gap"));
 
   EXPECT_EQ(lines[2]["sequence"], 6);

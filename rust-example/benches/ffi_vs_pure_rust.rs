@@ -1,7 +1,7 @@
 //! The router's page query through the FFI wrapper, side by side with the
 //! straightforward pure-Rust index (pure-rust-index: DashSet<String> keys,
 //! DashMap groups, format!-built keys, sha2), on the workloads of
-//! shared/docs/performance.md, plus the cost of crossing the FFI once.
+//! docs/performance.md, plus the cost of crossing the FFI once.
 //!
 //!   cargo bench --bench ffi_vs_pure_rust      full run (1M keys; 16/169/1024 pages)
 //!   cargo test  --bench ffi_vs_pure_rust      quick run (tiny sizes): stays buildable

@@ -11,8 +11,15 @@
 //!   C4. On failure, sci_last_error() describes the failure on the calling
 //!       thread; the string stays valid until the next failing call there.
 //!   C5. Structs start with struct_size; the library reads/writes that many bytes.
-//!   C6. An index must outlive every subscriber feeding it.
+//!   C6. An index must outlive every subscriber feeding it; one subscriber
+//!       per index (a second start is refused). A subscriber stopped from a
+//!       log callback on its own thread does not wait for that thread: the
+//!       library keeps the index alive for it until it exits, so the index
+//!       may be freed right after the stop, in the callback too.
 //!   C7. No exception or abort crosses the boundary.
+//!   C8. A log callback may call any function (stop, set the callback: that
+//!       takes effect after it returns), but must not free a handle the call
+//!       that logged is using, except a subscriber's own (C6).
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
@@ -538,7 +545,9 @@ unsafe impl Send for Subscriber {}
 
 impl Subscriber {
     /// Connects to `options.endpoint` and starts applying what arrives to
-    /// `index`. `Status::Io` if the socket or thread cannot be set up.
+    /// `index`. `Status::Io` if the socket or thread cannot be set up;
+    /// `Status::InvalidArgument` if `index` already has a subscriber (one
+    /// per index: drop that one first).
     pub fn start(index: Arc<Index>, options: &SubscriberOptions) -> Result<Subscriber> {
         let raw_options = sys::sci_subscriber_options {
             struct_size: struct_size::<sys::sci_subscriber_options>(),
@@ -574,7 +583,10 @@ impl Subscriber {
 impl Drop for Subscriber {
     fn drop(&mut self) {
         // SAFETY: we own the handle and Drop has exclusive access (C1); the
-        // index is still alive (self.index is dropped after this).
+        // index is still alive (self.index is dropped after this). Dropped in
+        // a log handler on the subscriber's own thread, the stop returns
+        // without joining and the thread finishes on an index the library
+        // keeps alive, so dropping the last `Arc<Index>` next is sound (C6).
         unsafe { sys::sci_subscriber_stop(self.raw.as_ptr()) }
     }
 }
@@ -594,6 +606,10 @@ impl std::fmt::Debug for Subscriber {
 /// Routes the library's log lines (process-wide) to `handler`, which may be
 /// called from any thread, the subscriber's included; `None` silences them
 /// (the default). A panic in the handler is caught: it never unwinds into C.
+///
+/// The handler may itself call `set_log_handler` (the new one takes effect
+/// once the handler returns) and drop a `Subscriber`, the one whose thread
+/// is calling it included (C6, C8): neither hangs nor aborts.
 pub fn set_log_handler(handler: Option<fn(LogLevel, &str)>) {
     match handler {
         // SAFETY: the trampoline matches sci_log_fn; `user` is a plain fn

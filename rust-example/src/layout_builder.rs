@@ -1,6 +1,6 @@
 //! How one model's SGLang workers name their pages: built field by field, or
 //! read from the JSON runtime config the workers publish
-//! (`shared/docs/sglang-hicache.md`). The library validates the result in
+//! (`docs/sglang-hicache.md`). The library validates the result in
 //! [`LayoutBuilder::build`]; this module only checks what JSON can get wrong
 //! (types, names of hit policies).
 

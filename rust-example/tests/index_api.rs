@@ -1,5 +1,5 @@
 //! The safe wrapper against the real library: events applied by hand, keys
-//! derived per shared/docs/sglang-hicache.md by the pure-Rust spec.
+//! derived per docs/sglang-hicache.md by the pure-Rust spec.
 
 // `&[0..n]` is meant: a slice holding one range.
 #![allow(clippy::single_range_in_vec_init)]

@@ -14,6 +14,10 @@ enum class LogLevel : int32_t { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 using LogFn = void (*)(void* user, int32_t level, const char* msg, size_t len);
 
+// Installs `fn` (NULL: silence). Once it returns, the previous callback is
+// not running on any thread and never runs again. Called from inside a
+// callback, it takes effect when the outermost callback on this thread
+// returns (waiting there would wait for itself).
 void SetLogCallback(LogFn fn, void* user);
 bool LogEnabled();
 void LogLine(LogLevel level, std::string_view msg);

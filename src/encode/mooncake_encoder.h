@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "wire/mooncake_event.h"
+#include "encode/mooncake_event.h"
 
 namespace sci {
 

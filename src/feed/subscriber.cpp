@@ -67,8 +67,9 @@ bool FitsInt(uint32_t value) { return value <= static_cast<uint32_t>(INT_MAX); }
 
 class Subscriber::Loop {
  public:
-  Loop(Index& index, const SubscriberOptions& options)
-      : index_(index),
+  Loop(std::shared_ptr<Index> index, const SubscriberOptions& options)
+      : index_share_(std::move(index)),
+        index_(*index_share_),
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
@@ -119,6 +120,11 @@ class Subscriber::Loop {
   // Called from the stopping thread: every blocking call of this context,
   // zmq_poll included, returns ETERM.
   void Wake() { zmq_ctx_shutdown(context_.handle()); }
+
+  // Stop() was called from this thread, which cannot join itself: the thread
+  // deletes the loop when Run() returns.
+  void HandOverToThread() { owned_by_thread_ = true; }
+  bool owned_by_thread() const { return owned_by_thread_; }
 
  private:
   void Serve() {
@@ -287,6 +293,9 @@ class Subscriber::Loop {
     Logf(LogLevel::kError, "subscriber %s: stopped on an error (%s); index cleared", endpoint_for_logs_, why);
   }
 
+  // The thread's share of the index (empty when the caller keeps it alive),
+  // so that a thread stopped from its own callback can finish its step.
+  const std::shared_ptr<Index> index_share_;
   Index& index_;
   const SubscriberOptions options_;
   const std::string endpoint_for_logs_;
@@ -297,6 +306,7 @@ class Subscriber::Loop {
   zmq::socket_t monitor_;
 
   // ---- owned by the thread once it runs ----
+  bool owned_by_thread_ = false;  // set by a Stop() on this thread
   bool connected_ = false;      // a handshake succeeded and no disconnect since
   bool trusted_ = false;        // connected_, and a message applied on this connection
   bool stale_handled_ = false;  // the doubt since doubt_since_ already led to a clear (or nothing to clear)
@@ -308,6 +318,12 @@ class Subscriber::Loop {
 };
 
 std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOptions& options,
+                                              SubscriberError* code, std::string* error) {
+  // Aliasing an empty owner: a pointer to `index` that owns nothing.
+  return Start(std::shared_ptr<Index>(std::shared_ptr<Index>(), &index), options, code, error);
+}
+
+std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, const SubscriberOptions& options,
                                               SubscriberError* code, std::string* error) {
   *code = SubscriberError::kInvalidArgument;
   if (options.endpoint.empty()) {
@@ -337,12 +353,15 @@ std::unique_ptr<Subscriber> Subscriber::Start(Index& index, const SubscriberOpti
 
   *code = SubscriberError::kIo;
   try {
-    auto loop = std::make_unique<Loop>(index, options);
+    auto loop = std::make_unique<Loop>(std::move(index), options);
     if (!loop->Connect(code, error)) return nullptr;
     std::unique_ptr<Subscriber> subscriber(new Subscriber(std::move(loop)));
     // The sockets move to the new thread; starting it is the memory barrier
     // ZeroMQ asks for when a socket changes threads.
-    subscriber->thread_ = std::thread([loop = subscriber->loop_.get()] { loop->Run(); });
+    subscriber->thread_ = std::thread([loop = subscriber->loop_.get()] {
+      loop->Run();
+      if (loop->owned_by_thread()) delete loop;
+    });
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {
@@ -360,6 +379,13 @@ Subscriber::~Subscriber() { Stop(); }
 void Subscriber::Stop() {
   if (loop_ == nullptr) return;
   loop_->Wake();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    // From a callback on the subscriber's own thread: see the header.
+    loop_->HandOverToThread();
+    (void)loop_.release();
+    thread_.detach();
+    return;
+  }
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // closes the sockets (linger 0), then terminates the context
 }

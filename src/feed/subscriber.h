@@ -63,7 +63,12 @@ class Subscriber {
   // its own thread. An unreachable tcp endpoint is not an error: ZeroMQ keeps
   // reconnecting and the connection gauge says so. On failure returns null
   // and fills *code and *error (a message naming the option, e.g.
-  // `endpoint "bogus://x": ...`). `index` must outlive the subscriber.
+  // `endpoint "bogus://x": ...`). The thread shares ownership of `index`
+  // until it has exited, which may be after Stop() returns (see Stop()).
+  static std::unique_ptr<Subscriber> Start(std::shared_ptr<Index> index, const SubscriberOptions& options,
+                                           SubscriberError* code, std::string* error);
+  // For an index the caller keeps alive until the thread has exited, i.e.
+  // until Stop() returns when Stop() is not called from the thread itself.
   static std::unique_ptr<Subscriber> Start(Index& index, const SubscriberOptions& options, SubscriberError* code,
                                            std::string* error);
 
@@ -75,6 +80,12 @@ class Subscriber {
   // whatever the publisher does. The connection gauge drops to false (not
   // counted as a disconnect). The index keeps its contents but no longer
   // follows the publisher. Idempotent; must not race with itself.
+  //
+  // Called from the subscriber's own thread (a log callback), it cannot join
+  // that thread: it wakes it and returns at once, and the thread, once the
+  // callback has returned, finishes the step it was in (the message being
+  // applied at most; no socket read succeeds any more), drops the gauge,
+  // then frees its sockets and its share of the index by itself.
   void Stop();
 
  private:

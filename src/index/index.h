@@ -1,6 +1,6 @@
 // The shared-cache index: which physical objects are present, which logical
 // groups are known and verified, and the sequence cursor that keeps both
-// exact. Semantics: ../shared/docs/index-semantics.md.
+// exact. Semantics: docs/index-semantics.md.
 //
 // Concurrency. One writer at a time (ApplyBatch, Clear; serialised by
 // apply_mu_) and any number of readers share one writer-preferring

@@ -121,42 +121,69 @@ std::string ValidatePools(const std::vector<PoolSpec>& pools) {
   return {};
 }
 
+// Everything about a spec that can be judged before building anything.
+std::string ValidateSpec(const LayoutSpec& spec) {
+  if (std::string problem = ValidateScalars(spec); !problem.empty()) return problem;
+  if (std::string problem = ValidatePools(spec.pools); !problem.empty()) return problem;
+  if (spec.pools.empty() && DerivedKeyCount(spec) > Layout::kMaxKeysPerPage) {
+    return absl::StrFormat("tp_size %d, pp_size %d, tp_lcm_size %d give %d keys per page (more than %d)",
+                           spec.tp_size, spec.pp_size, spec.tp_lcm_size, DerivedKeyCount(spec),
+                           Layout::kMaxKeysPerPage);
+  }
+  return {};
+}
+
+// What names the keys: with pools the advertised key_prefix wins over the
+// tag; without pools only the tag names keys.
+struct KeyPrefixSource {
+  std::string_view value;
+  const char* field;  // for error messages
+};
+KeyPrefixSource KeyPrefixOf(const LayoutSpec& spec) {
+  if (!spec.pools.empty() && !spec.key_prefix.empty()) return {spec.key_prefix, "key_prefix"};
+  return {spec.extra_backend_tag, "extra_backend_tag"};
+}
+
+// Pools are described as (policy, trailing count, suffixes); a layout
+// without pools is one all_pages pool of derived suffixes.
+std::vector<PoolSpec> EffectivePools(const LayoutSpec& spec) {
+  if (!spec.pools.empty()) return spec.pools;
+  return {PoolSpec{DerivedSuffixes(spec), HitPolicy::kAllPages, 0}};
+}
+
 }  // namespace
 
 std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string* error) {
-  auto fail = [error](std::string message) -> std::unique_ptr<const Layout> {
-    *error = std::move(message);
+  if (std::string problem = ValidateSpec(spec); !problem.empty()) {
+    *error = std::move(problem);
     return nullptr;
-  };
-  if (std::string problem = ValidateScalars(spec); !problem.empty()) return fail(std::move(problem));
-  if (std::string problem = ValidatePools(spec.pools); !problem.empty()) return fail(std::move(problem));
-  if (spec.pools.empty() && DerivedKeyCount(spec) > kMaxKeysPerPage) {
-    return fail(absl::StrFormat(
-        "tp_size %d, pp_size %d, tp_lcm_size %d give %d keys per page (more than %d)", spec.tp_size,
-        spec.pp_size, spec.tp_lcm_size, DerivedKeyCount(spec), kMaxKeysPerPage));
   }
-
-  // Pools are described as (policy, trailing count, suffixes); a layout
-  // without pools is one all_pages pool of derived suffixes.
-  std::vector<PoolSpec> pools = spec.pools;
-  const bool advertised = !pools.empty();
-  if (!advertised) pools.push_back(PoolSpec{DerivedSuffixes(spec), HitPolicy::kAllPages, 0});
-
+  const std::vector<PoolSpec> pools = EffectivePools(spec);
   std::unique_ptr<Layout> layout(new Layout);
-  layout->page_size_ = spec.page_size;
-  layout->is_eagle_ = spec.is_eagle;
-  layout->tenant_seed_ = TenantSeed(spec.tenant_id);
-  const std::string_view tag = spec.extra_backend_tag;
-  layout->group_prefix_ = Concat({kGroupNamespace, tag, tag.empty() ? "" : "_"});
-  // With pools the advertised key_prefix wins over the tag; without pools
-  // only the tag names keys.
-  const std::string_view prefix = advertised && !spec.key_prefix.empty() ? std::string_view(spec.key_prefix) : tag;
-  const char* prefix_field = advertised && !spec.key_prefix.empty() ? "key_prefix" : "extra_backend_tag";
-  layout->key_prefix_ = Concat({prefix, prefix.empty() ? "" : "_"});
+  layout->SetNames(spec);
+  if (std::string problem = layout->CheckKeyLengths(spec, pools); !problem.empty()) {
+    *error = std::move(problem);
+    return nullptr;
+  }
+  const std::vector<std::vector<SuffixRef>> pool_refs = layout->FillSuffixArena(pools);
+  layout->InternLevels(spec, pools, pool_refs);
+  return layout;
+}
 
-  if (layout->group_prefix_.size() + kPageHashHexLength > kMaxKeyBytes) {
-    return fail(absl::StrFormat("extra_backend_tag is %d bytes (group ids would exceed %d bytes)", tag.size(),
-                                kMaxKeyBytes));
+void Layout::SetNames(const LayoutSpec& spec) {
+  page_size_ = spec.page_size;
+  is_eagle_ = spec.is_eagle;
+  tenant_seed_ = TenantSeed(spec.tenant_id);
+  const std::string_view tag = spec.extra_backend_tag;
+  group_prefix_ = Concat({kGroupNamespace, tag, tag.empty() ? "" : "_"});
+  const std::string_view prefix = KeyPrefixOf(spec).value;
+  key_prefix_ = Concat({prefix, prefix.empty() ? "" : "_"});
+}
+
+std::string Layout::CheckKeyLengths(const LayoutSpec& spec, const std::vector<PoolSpec>& pools) {
+  if (group_prefix_.size() + kPageHashHexLength > kMaxKeyBytes) {
+    return absl::StrFormat("extra_backend_tag is %d bytes (group ids would exceed %d bytes)",
+                           spec.extra_backend_tag.size(), kMaxKeyBytes);
   }
   size_t longest_suffix = 0;
   size_t longest_pool = 0, longest_index = 0;
@@ -169,61 +196,65 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
       }
     }
   }
-  layout->max_key_length_ = layout->key_prefix_.size() + kPageHashHexLength + longest_suffix;
-  if (layout->max_key_length_ > kMaxKeyBytes) {
-    const std::string culprit = longest_suffix > prefix.size()
-                                    ? absl::StrFormat("pools[%d].suffixes[%d]", longest_pool, longest_index)
-                                    : std::string(prefix_field);
-    return fail(absl::StrFormat("%s is too long: keys would be %d bytes (at most %d)", culprit,
-                                layout->max_key_length_, kMaxKeyBytes));
-  }
+  max_key_length_ = key_prefix_.size() + kPageHashHexLength + longest_suffix;
+  if (max_key_length_ <= kMaxKeyBytes) return {};
+  const KeyPrefixSource prefix = KeyPrefixOf(spec);
+  const std::string culprit = longest_suffix > prefix.value.size()
+                                  ? absl::StrFormat("pools[%d].suffixes[%d]", longest_pool, longest_index)
+                                  : std::string(prefix.field);
+  return absl::StrFormat("%s is too long: keys would be %d bytes (at most %d)", culprit, max_key_length_,
+                         kMaxKeyBytes);
+}
 
-  // Each pool's suffixes once in the arena.
+std::vector<std::vector<Layout::SuffixRef>> Layout::FillSuffixArena(const std::vector<PoolSpec>& pools) {
   std::vector<std::vector<SuffixRef>> pool_refs(pools.size());
   for (size_t p = 0; p < pools.size(); ++p) {
     for (const std::string& suffix : pools[p].suffixes) {
-      pool_refs[p].push_back(SuffixRef{static_cast<uint32_t>(layout->suffix_arena_.size()),
-                                       static_cast<uint32_t>(suffix.size())});
-      layout->suffix_arena_ += suffix;
+      pool_refs[p].push_back(
+          SuffixRef{static_cast<uint32_t>(suffix_arena_.size()), static_cast<uint32_t>(suffix.size())});
+      suffix_arena_ += suffix;
     }
   }
+  return pool_refs;
+}
 
+void Layout::InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& pools,
+                          const std::vector<std::vector<SuffixRef>>& pool_refs) {
   // Distinct trailing counts; a count of 0 covers no page and adds no level.
+  std::vector<uint32_t>& thresholds = trailing_thresholds_;
   for (const PoolSpec& pool : pools) {
     if (pool.hit_policy == HitPolicy::kTrailingPages && pool.trailing_pages > 0) {
-      layout->trailing_thresholds_.push_back(pool.trailing_pages);
+      thresholds.push_back(pool.trailing_pages);
     }
   }
-  std::vector<uint32_t>& thresholds = layout->trailing_thresholds_;
   std::sort(thresholds.begin(), thresholds.end());
   thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
 
   // Level j: the all_pages pools plus the trailing pools among the j largest
   // counts, each level's suffixes contiguous and in pool order.
-  std::string tenant_canonical = spec.tenant_id.empty() ? "default" : spec.tenant_id;
+  const std::string tenant_canonical = spec.tenant_id.empty() ? "default" : spec.tenant_id;
   for (size_t j = 0; j <= thresholds.size(); ++j) {
     const uint32_t min_trailing = j == 0 ? UINT32_MAX : thresholds[thresholds.size() - j];
     Level level;
-    level.first_suffix = static_cast<uint32_t>(layout->suffix_refs_.size());
+    level.first_suffix = static_cast<uint32_t>(suffix_refs_.size());
     std::string canonical;
     AppendField(&canonical, tenant_canonical);
-    AppendField(&canonical, layout->group_prefix_);
-    AppendField(&canonical, layout->key_prefix_);
+    AppendField(&canonical, group_prefix_);
+    AppendField(&canonical, key_prefix_);
     for (size_t p = 0; p < pools.size(); ++p) {
       const bool covers = pools[p].hit_policy == HitPolicy::kAllPages ||
                           (j > 0 && pools[p].trailing_pages >= min_trailing);
       if (!covers) continue;
       for (size_t s = 0; s < pool_refs[p].size(); ++s) {
-        layout->suffix_refs_.push_back(pool_refs[p][s]);
+        suffix_refs_.push_back(pool_refs[p][s]);
         AppendField(&canonical, pools[p].suffixes[s]);
       }
     }
-    level.n_suffixes = static_cast<uint32_t>(layout->suffix_refs_.size()) - level.first_suffix;
+    level.n_suffixes = static_cast<uint32_t>(suffix_refs_.size()) - level.first_suffix;
     // A level without keys never hits, so it never verifies: it needs no id.
     level.id = level.n_suffixes == 0 ? 0 : InternKeySet(canonical);
-    layout->levels_.push_back(level);
+    levels_.push_back(level);
   }
-  return layout;
 }
 
 std::string Layout::GroupId(std::string_view page_hash_hex) const {

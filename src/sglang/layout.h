@@ -1,6 +1,6 @@
 // How one model's SGLang workers name their pages in Mooncake: the group id
 // and the physical object keys of each page
-// (../shared/docs/sglang-hicache.md, "Group id" and "Object keys").
+// (docs/sglang-hicache.md, "Group id" and "Object keys").
 //
 // A Layout is validated once, then immutable and shareable by any number of
 // threads. Everything the page query needs per key is precomputed: the key
@@ -128,6 +128,17 @@ class Layout {
 
  private:
   Layout() = default;
+
+  // The steps of Create, after the spec is validated, in order:
+  // page size, eagle, tenant seed, group and key prefixes;
+  void SetNames(const LayoutSpec& spec);
+  // every key and group id fits a KeyBuffer (else the field to blame);
+  std::string CheckKeyLengths(const LayoutSpec& spec, const std::vector<PoolSpec>& pools);
+  // each pool's suffixes once in the arena (their refs, per pool);
+  std::vector<std::vector<SuffixRef>> FillSuffixArena(const std::vector<PoolSpec>& pools);
+  // the coverage levels, each with the id interned for its key set.
+  void InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& pools,
+                    const std::vector<std::vector<SuffixRef>>& pool_refs);
 
   uint32_t page_size_ = 0;
   bool is_eagle_ = false;

@@ -1,5 +1,5 @@
 // SGLang HiCache page hashes: SHA-256 chained over whole pages of tokens
-// (../shared/docs/sglang-hicache.md, "Page hashes").
+// (docs/sglang-hicache.md, "Page hashes").
 //
 //   digest_i = SHA-256(digest_{i-1} || little-endian bytes of page i's tokens)
 //

@@ -1,5 +1,5 @@
 // The router's hot path: which pages of a request are fully present in the
-// pool (../shared/docs/sglang-hicache.md, ../shared/docs/index-semantics.md
+// pool (docs/sglang-hicache.md, docs/index-semantics.md
 // "Queries").
 //
 // Per page: hash it, probe its group; a group verified under the page's

@@ -17,7 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "wire/mooncake_event.h"
+#include "encode/mooncake_event.h"
 #include "publish_script.h"
 
 namespace sci::tools {

@@ -63,7 +63,7 @@ constexpr FlagSpec kFlags[] = {
     {"key-prefix", "P", "layout: key_prefix (used with pools)"},
     {"tenant", "T", "layout: tenant the pages are stored under (default \"default\")"},
     {"pool", "SUFFIXES", "layout: an advertised pool, suffixes comma-separated, optionally @trailing=N (repeatable)"},
-    {"layout-json", "FILE", "layout from JSON (sglang-hicache.md field names); the flags above override it"},
+    {"layout-json", "FILE", "layout from JSON (docs/sglang-hicache.md field names); the flags above override it"},
     {"prompts", "N", "workload: prompts (default 1)"},
     {"pages", "P", "workload: whole pages per prompt (default 16)"},
     {"shared-prefix-pages", "S", "workload: leading pages every prompt shares (default 0)"},
@@ -218,6 +218,11 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
     if (!ParseLayoutJson(text, &spec, error)) return false;
   }
   if (!ApplyLayoutFlags(flags, &spec, error)) return false;
+  if (spec.page_size == 0) {
+    *error = "--sglang-workload needs --page-size N (tokens per page, the router's block size; at least 1), "
+             "or \"page_size\" in --layout-json";
+    return false;
+  }
   std::string why;
   workload->layout = Layout::Create(spec, &why);
   if (workload->layout == nullptr) {

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
 #include "command_line.h"
+#include "encode/mooncake_payload_reader.h"
 #include "index/index.h"
 #include "json_writer.h"
 #include "wire/message_apply.h"
@@ -22,16 +24,22 @@
 namespace sci::tools {
 namespace {
 
+constexpr uint64_t kDefaultConnectTimeoutMs = 10000;
+constexpr int kExitNeverConnected = 3;
+
 constexpr FlagSpec kFlags[] = {
     {"endpoint", "E", "publisher endpoint to connect to, e.g. tcp://127.0.0.1:5557 or ipc:///tmp/kv.ipc (required)"},
     {"topic", "T", "subscription prefix (default: empty, every message)"},
     {"max-messages", "N", "stop after N messages (default 0: no limit)"},
     {"timeout-ms", "MS", "stop after MS milliseconds without a message (default 0: no limit)"},
+    {"connect-timeout-ms", "MS",
+     "give up (exit 3) if no connection is made within MS milliseconds (default 10000; 0: wait forever)"},
     {"reconnect-ms", "MS", "ZeroMQ reconnect interval (default 100)"},
     {"help", "", "print this help"},
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
+                [--connect-timeout-ms MS]
 
 Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
 message, in any wire format the index reads (mooncake, mooncake-v1, engine):
@@ -50,7 +58,11 @@ as hex, in a sibling "<field>_hex".
 
 Stops after --max-messages messages, after --timeout-ms without one, or on
 SIGINT / SIGTERM, then prints {"stats":{...}} with every counter of the
-index. Exit status: 0, 1 if the socket cannot be set up, 2 on bad flags.
+index. An endpoint it never connects to (nothing listening, wrong host or
+port) is not silence: after --connect-timeout-ms (default 10 s) without a
+connection it says so on stderr, prints the stats and exits 3; so does any
+other stop before a first connection. Exit status: 0, 1 if the socket cannot
+be set up, 2 on bad flags, 3 if it never connected.
 
 flags:
 )";
@@ -72,10 +84,10 @@ bool PrintLine(const std::string& line) {
          std::fflush(stdout) == 0;
 }
 
-std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate) {
+// `full`: the same message read with every production field (event ids), or
+// null for the other formats.
+std::string MessageLine(const DecodedMessage& message, const MooncakePayload* full, bool gap, bool duplicate) {
   JsonArray events;
-  const bool full = message.format == WireFormat::kMooncake &&
-                    message.mooncake_events.size() == message.events.size();
   for (size_t i = 0; i < message.events.size(); ++i) {
     const Event& event = message.events[i];
     JsonObject object;
@@ -84,7 +96,7 @@ std::string MessageLine(const DecodedMessage& message, bool gap, bool duplicate)
         .Bytes("group_id", event.group_id)
         .Bytes("tenant_id", event.tenant_id)
         .Bytes("medium", event.medium);
-    if (full) object.Uint("event_id", message.mooncake_events[i].event_id);
+    if (full != nullptr) object.Uint("event_id", full->events[i].event_id);
     events.Raw(object.Finish());
   }
   JsonObject line;
@@ -111,16 +123,17 @@ std::string MalformedLine(std::string_view reason, std::span<const std::span<con
 
 class Tail {
  public:
-  Tail(std::string endpoint, std::string topic, uint64_t max_messages, uint64_t timeout_ms, int reconnect_ms)
+  Tail(std::string endpoint, std::string topic, uint64_t max_messages, uint64_t timeout_ms,
+       uint64_t connect_timeout_ms, int reconnect_ms)
       : endpoint_(std::move(endpoint)),
         topic_(std::move(topic)),
         max_messages_(max_messages),
         timeout_ms_(timeout_ms),
+        connect_timeout_ms_(connect_timeout_ms),
         reconnect_ms_(reconnect_ms),
         context_(1),
         socket_(context_, zmq::socket_type::sub),
         monitor_(context_, zmq::socket_type::pair) {
-    scratch_.collect_mooncake_events = true;
   }
 
   bool Connect(std::string* error) {
@@ -144,11 +157,20 @@ class Tail {
 
   void Run() {
     using Clock = std::chrono::steady_clock;
-    Clock::time_point last_message = Clock::now();
+    const Clock::time_point start = Clock::now();
+    Clock::time_point last_message = start;
     while (max_messages_ == 0 || received_ < max_messages_) {
+      // The nearer of two deadlines: silence (--timeout-ms) and, until the
+      // first connection, --connect-timeout-ms.
+      std::optional<Clock::time_point> deadline;
+      if (timeout_ms_ > 0) deadline = last_message + std::chrono::milliseconds(timeout_ms_);
+      if (connect_timeout_ms_ > 0 && !ever_connected()) {
+        const Clock::time_point connect_deadline = start + std::chrono::milliseconds(connect_timeout_ms_);
+        if (!deadline || connect_deadline < *deadline) deadline = connect_deadline;
+      }
       long timeout = -1;
-      if (timeout_ms_ > 0) {
-        const auto left = last_message + std::chrono::milliseconds(timeout_ms_) - Clock::now();
+      if (deadline) {
+        const auto left = *deadline - Clock::now();
         if (left <= Clock::duration::zero()) return;
         timeout = static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
       }
@@ -171,6 +193,9 @@ class Tail {
   }
 
   const Index& index() const { return index_; }
+
+  // A handshake with the publisher completed at least once.
+  bool ever_connected() const { return index_.counters().subscriber_connects.Get() > 0; }
 
  private:
   bool ReceiveOne() {
@@ -199,7 +224,9 @@ class Tail {
       return true;
     }
     const Stats after = index_.GetStats();
-    stdout_ok_ = PrintLine(MessageLine(scratch_, after.sequence_gaps > before.sequence_gaps,
+    const bool full = scratch_.format == WireFormat::kMooncake && ReadMooncakePayload(spans[2], &full_, nullptr) &&
+                      full_.events.size() == scratch_.events.size();
+    stdout_ok_ = PrintLine(MessageLine(scratch_, full ? &full_ : nullptr, after.sequence_gaps > before.sequence_gaps,
                                        after.duplicate_batches > before.duplicate_batches));
     return true;
   }
@@ -232,9 +259,11 @@ class Tail {
   const std::string topic_;
   const uint64_t max_messages_;
   const uint64_t timeout_ms_;
+  const uint64_t connect_timeout_ms_;
   const int reconnect_ms_;
   Index index_;
   DecodedMessage scratch_;
+  MooncakePayload full_;
   uint64_t received_ = 0;
   bool stdout_ok_ = true;
   zmq::context_t context_;
@@ -253,11 +282,13 @@ int Main(int argc, char** argv) {
     std::fprintf(stdout, "%s%s", kUsage, FlagHelp(kFlags).c_str());
     return 0;
   }
-  uint64_t max_messages = 0, timeout_ms = 0, reconnect_ms = 0;
+  uint64_t max_messages = 0, timeout_ms = 0, connect_timeout_ms = 0, reconnect_ms = 0;
   if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {
     error = "--endpoint is required";
   } else if (flags.GetUint("max-messages", 0, UINT64_MAX, &max_messages, &error) &&
              flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &timeout_ms, &error) &&
+             flags.GetUint("connect-timeout-ms", kDefaultConnectTimeoutMs, UINT64_MAX / 2, &connect_timeout_ms,
+                           &error) &&
              flags.GetUint("reconnect-ms", 100, INT32_MAX, &reconnect_ms, &error)) {
     error.clear();
   }
@@ -270,13 +301,24 @@ int Main(int argc, char** argv) {
     return 1;
   }
   try {
-    Tail tail(flags.Get("endpoint"), flags.Get("topic"), max_messages, timeout_ms, static_cast<int>(reconnect_ms));
+    Tail tail(flags.Get("endpoint"), flags.Get("topic"), max_messages, timeout_ms, connect_timeout_ms,
+              static_cast<int>(reconnect_ms));
     if (!tail.Connect(&error)) {
       std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
       return 1;
     }
+    const auto started = std::chrono::steady_clock::now();
     tail.Run();
+    const auto ran_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats()).dump()).Finish());
+    if (!tail.ever_connected()) {
+      // Nothing received is not "the publisher was quiet" when nothing was
+      // ever there to hear: say so, and fail.
+      std::fprintf(stderr, "sci-tail: never connected to \"%s\" in %lld ms (see --connect-timeout-ms)\n",
+                   flags.Get("endpoint").c_str(), static_cast<long long>(ran_ms));
+      return kExitNeverConnected;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sci-tail: %s\n", e.what());
     return 1;

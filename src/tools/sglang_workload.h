@@ -48,7 +48,7 @@ void ForEachStoredObject(const Layout& layout, std::string_view tenant,
 // `*spec` (which --layout-json may have filled first).
 bool ApplyLayoutFlags(const CommandLine& flags, LayoutSpec* spec, std::string* error);
 
-// A layout as JSON, with the field names of sglang-hicache.md:
+// A layout as JSON, with the field names of docs/sglang-hicache.md:
 //   {"page_size":64,"tp_size":8,"pp_size":1,"tp_lcm_size":0,"is_mla_model":false,
 //    "is_eagle":false,"should_split_heads":false,"extra_backend_tag":"",
 //    "key_prefix":"","tenant_id":"","pools":[{"suffixes":["__k"],

@@ -31,9 +31,6 @@ struct MapEventFields {
   std::string_view group_id;
   std::string_view tenant_id;
   std::string_view medium;
-  std::string_view backend_id;
-  uint64_t event_id = 0;
-  uint64_t base_block_idx = 0;
 };
 
 class PayloadDecoder {
@@ -57,7 +54,6 @@ class PayloadDecoder {
     // Event per two payload bytes, however large the claimed count.
     const size_t plausible = std::min<size_t>(count, reader_.remaining() / 2);
     out_->events.reserve(plausible);
-    if (out_->collect_mooncake_events) out_->mooncake_events.reserve(plausible);
     for (uint32_t i = 0; i < count; ++i) {
       if (!DecodeEvent(i)) return false;
     }
@@ -157,7 +153,10 @@ class PayloadDecoder {
     return Fail(absl::StrFormat("event %d is a map with none of event_type, object_key, type", i));
   }
 
-  // Reads the value of one map entry into `f` if the decoder knows `key`.
+  // Reads the value of one map entry into `f` if the index needs it; checks
+  // the type of the other fields the production format defines (a
+  // publisher that gets those wrong is not one this decoder understands);
+  // skips the rest.
   bool ReadMapField(uint32_t i, std::string_view key, MapEventFields* f) {
     // Dispatch on length first: one compare for most keys.
     switch (key.size()) {
@@ -169,7 +168,7 @@ class PayloadDecoder {
         break;
       case 8:
         if (key == "group_id") return ReadStrOrNil(i, key, &f->group_id);
-        if (key == "event_id") return ReadUintOrNil(i, key, &f->event_id);
+        if (key == "event_id") return CheckUintOrNil(i, key);
         break;
       case 9:
         if (key == "tenant_id") return ReadStrOrNil(i, key, &f->tenant_id);
@@ -189,10 +188,13 @@ class PayloadDecoder {
           f->has_event_type_field = true;
           return ReadStrOrNil(i, key, &f->event_type);
         }
-        if (key == "backend_id") return ReadStrOrNil(i, key, &f->backend_id);
+        if (key == "backend_id") {
+          std::string_view unused;
+          return ReadStrOrNil(i, key, &unused);
+        }
         break;
       case 14:
-        if (key == "base_block_idx") return ReadUintOrNil(i, key, &f->base_block_idx);
+        if (key == "base_block_idx") return CheckUintOrNil(i, key);
         break;
       default:
         break;
@@ -216,18 +218,6 @@ class PayloadDecoder {
       kind = f.object_key.empty() ? EventKind::kIgnored : EventKind::kRemoved;
     }
     out_->events.push_back(Event{kind, f.object_key, f.group_id, f.tenant_id, f.medium});
-    if (out_->collect_mooncake_events) {
-      MooncakeEvent full;
-      full.event_id = f.event_id;
-      full.stored = kind == EventKind::kStored;
-      full.object_key = f.object_key;
-      full.group_id = f.group_id;
-      full.tenant_id = f.tenant_id;
-      full.medium = f.medium;
-      full.backend_id = f.backend_id;
-      full.base_block_idx = f.base_block_idx;
-      out_->mooncake_events.push_back(full);
-    }
     return true;
   }
 
@@ -327,12 +317,10 @@ class PayloadDecoder {
     return true;
   }
 
-  bool ReadUintOrNil(uint32_t i, std::string_view key, uint64_t* value) {
-    if (reader_.PeekType() == MsgpackType::kNil) {
-      *value = 0;
-      return reader_.ReadNil();
-    }
-    if (!reader_.ReadUint64(value)) return ReadFailure(FieldName(i, key), "uint or nil");
+  bool CheckUintOrNil(uint32_t i, std::string_view key) {
+    if (reader_.PeekType() == MsgpackType::kNil) return reader_.ReadNil();
+    uint64_t unused = 0;
+    if (!reader_.ReadUint64(&unused)) return ReadFailure(FieldName(i, key), "uint or nil");
     return true;
   }
 
@@ -396,7 +384,6 @@ std::string_view WireFormatName(WireFormat format) {
 
 bool DecodeMessage(std::span<const std::span<const uint8_t>> frames, DecodedMessage* out, std::string* error) {
   out->events.clear();
-  out->mooncake_events.clear();
   out->timestamp_ms = 0;
   out->has_dp_rank = false;
   out->dp_rank = 0;

@@ -1,5 +1,5 @@
 // Decodes one ZeroMQ multipart KV-event message, in any wire format of
-// ../shared/docs/wire-formats.md, into the events the index applies.
+// docs/wire-formats.md, into the events the index applies.
 //
 // Formats and how they are told apart (per event, never by frame or order):
 //   - kMooncake: production Mooncake master. Events are msgpack maps that
@@ -32,8 +32,7 @@
 //
 // Hostile input: parsing goes through MsgpackReader (msgpack_view.h), which
 // allocates nothing and checks every length against the bytes present. The
-// only allocations are `events` (and `mooncake_events` on request, and the
-// error string): reserved once per message for at most remaining-bytes / 2
+// only allocations are `events` (and the error string): reserved once per message for at most remaining-bytes / 2
 // entries (the smallest event takes two bytes; an Event is 72 bytes, so 36
 // bytes per payload byte at worst), whatever count the message claims; none
 // once a reused DecodedMessage is warm.
@@ -46,7 +45,6 @@
 #include <vector>
 
 #include "index/event.h"
-#include "wire/mooncake_event.h"
 
 namespace sci {
 
@@ -71,15 +69,6 @@ struct DecodedMessage {
   // Production events with an event type this decoder does not know (see
   // above: decoded as removals of their key, or kIgnored without one).
   uint32_t unknown_event_types = 0;
-
-  // Full fidelity for tools and tests: when the caller sets
-  // collect_mooncake_events, a kMooncake message also fills
-  // mooncake_events, one entry per event (same order as `events`), with the
-  // fields the index does not need. An absent string field is empty there
-  // (not the MooncakeEvent default); `stored` is false for removals and
-  // unknown types alike.
-  bool collect_mooncake_events = false;
-  std::vector<MooncakeEvent> mooncake_events;
 };
 
 // Decodes one ZeroMQ multipart message. On malformed input returns false and sets *error to a

@@ -4,7 +4,7 @@
 // apply_message seeds: every golden capture message of the real publisher,
 // and one message of each wire format and event shape the decoder knows
 // (production maps, v1 arrays, engine arrays and maps), encoded exactly as
-// wire-formats.md describes, plus a few of the classic malformed shapes.
+// docs/wire-formats.md describes, plus a few of the classic malformed shapes.
 // check_pages seeds: small layouts of each family with their pages stored.
 #include <cstdio>
 #include <filesystem>

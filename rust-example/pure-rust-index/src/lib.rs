@@ -2,7 +2,7 @@
 //! `DashSet<String>` of present keys, `DashMap` of groups, keys and group ids
 //! built with `format!`, page hashes with `sha2` and `format!("{:x}")`.
 //!
-//! It follows `shared/docs/index-semantics.md` and `sglang-hicache.md`
+//! It follows `docs/index-semantics.md` and `docs/sglang-hicache.md`
 //! (sequence cursor, tenant scoping, verified groups, per-page results), so it
 //! serves twice: as the executable spec the FFI wrapper's tests compare the C
 //! library against, and as the baseline of the FFI-vs-pure-Rust benchmark.
@@ -239,7 +239,7 @@ struct GroupState {
     verified_for: Option<u64>,
 }
 
-/// Present keys and groups under the sequence rules of index-semantics.md.
+/// Present keys and groups under the sequence rules of docs/index-semantics.md.
 /// Queries may run on any number of threads; batches apply one at a time.
 #[derive(Default)]
 pub struct Index {

@@ -1,5 +1,5 @@
 //! Shared by the integration tests and the benchmark: the named layouts of
-//! shared/docs/performance.md, each described once and built both as a
+//! docs/performance.md, each described once and built both as a
 //! library [`Layout`] and as the pure-Rust spec layout, plus small helpers.
 #![allow(dead_code)]
 

@@ -1,7 +1,8 @@
 // One object event as the Mooncake master's production publisher writes it
-// (wire-formats.md, section 1). The encoder writes it; the decoder can fill
-// it back in full when asked (DecodedMessage::collect_mooncake_events), so
-// tools and tests see every field the index itself does not need.
+// (docs/wire-formats.md, section 1). The encoder writes it and
+// ReadMooncakePayload reads it back with every field, the ones the index
+// does not need included, for the tools and tests. (The library's decoder,
+// src/wire/, keeps only what the index applies: sci::Event.)
 #pragma once
 
 #include <cstdint>
