@@ -25,7 +25,8 @@ build="${1:-$root/build-bench}"
 out="$root/bench/results"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$build" -j2 --target query_bench latency_bench apply_bench memory_bench live_ingest_bench
+cmake --build "$build" -j2 --target query_bench latency_bench latency_bench_absl_mutex apply_bench memory_bench \
+  live_ingest_bench
 mkdir -p "$out"
 
 filter=()
@@ -51,6 +52,8 @@ run() {
 run query_bench "${repeat[@]}" "${filter[@]}"
 run apply_bench "${repeat[@]}"
 run latency_bench "${filter[@]}"
+# The same with the table lock an absl::Mutex: why the index has its own lock.
+run latency_bench_absl_mutex "${filter[@]}"
 run live_ingest_bench --benchmark_filter=events:1m
 run memory_bench "${filter[@]}"
 

@@ -15,7 +15,7 @@ packages=(
   libbenchmark-dev
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
-  clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh)
+  clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh), -Wthread-safety (scripts/test.sh)
   etcd-server etcd-client         # a real etcd for the HA tests (tests/etcd_process.h)
   libcpp-httplib-dev              # sci-publish's admin HTTP server and etcd calls; test HTTP
   python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png

@@ -3,13 +3,16 @@
 # order:
 #   1. scripts/install-deps.sh (cheap when every package is there),
 #   2. the RelWithDebInfo build into [build-dir] (default build/),
-#   3. the suite under AddressSanitizer + UBSan, and the concurrent suites
+#   3. the lock discipline: the library's objects compiled by clang with
+#      -Wthread-safety as errors (compile only, build-thread-safety/): the
+#      abseil annotations of src/index/ are checked, not just written,
+#   4. the suite under AddressSanitizer + UBSan, and the concurrent suites
 #      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
 #      build-tsan/),
-#   4. the whole ctest suite of the build of stage 2,
-#   5. the Rust example (rust-example/): bindings in sync with the header,
+#   5. the whole ctest suite of the build of stage 2,
+#   6. the Rust example (rust-example/): bindings in sync with the header,
 #      then its cargo test against that build.
-# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 3 for
+# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 4 for
 # a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,13 @@ scripts/install-deps.sh
 echo "== build ($build)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$jobs"
+
+echo "== lock discipline: clang -Wthread-safety (build-thread-safety)"
+cmake -S . -B build-thread-safety -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
+  -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build build-thread-safety -j"$jobs" --target sci_objects
 
 if [[ ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
   echo "== sanitizers"

@@ -9,7 +9,8 @@
 // so neither side ever waits for the other's whole batch or query. The
 // tables are split into shards so that a table's rehash (growth, or clean-up
 // of removed slots) stalls readers for 1/64th of the index, not all of it.
-// Counters are atomics, readable at any moment.
+// Counters are atomics, readable at any moment. These rules are checked by
+// clang's -Wthread-safety (abseil's annotations below; scripts/test.sh).
 //
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so "drop every
@@ -20,15 +21,16 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
-#include "index/rw_lock.h"
+#include "index/table_lock.h"
 #include "index/stats.h"
 
 namespace sci {
@@ -58,28 +60,29 @@ class Index {
   // ---- writer side (any thread; calls are serialised) ----
 
   // Applies one batch under `sequence`: duplicate ignored, gap clears first.
-  void ApplyBatch(uint64_t sequence, std::span<const Event> events);
+  void ApplyBatch(uint64_t sequence, std::span<const Event> events) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // Forgets keys, groups and the cursor; counts a clear.
-  void Clear();
+  void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
-  bool Contains(std::string_view tenant, std::string_view object_key) const;
-  bool ContainsKey(const Fingerprint& key) const;
+  bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
+  bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, looked up under one lock hold with the
   // table lines of all of them prefetched first, so their cache misses
   // overlap. Callers keep `keys` short (one page's worth).
-  bool ContainsAll(std::span<const Fingerprint> keys) const;
+  bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // Reads a group's state for `layout`. Fingerprints come from FingerprintOf
   // with the tenant's seed.
-  GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const;
+  GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // Marks `group` verified for `layout` after a query proved every key of it
   // present, but only if nothing invalidated the group since `probe` was
   // taken (same generation, same verify epoch). Returns whether it marked.
-  bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout);
+  bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // ---- counters ----
 
@@ -122,28 +125,32 @@ class Index {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
 
-  // With apply_mu_ held. ApplyEvent takes tables_lock_ itself; the helpers
-  // below it expect it held exclusively.
-  void ApplyEvent(uint64_t sequence, const Event& event);
-  void StoreKey(const Fingerprint& key);
-  void RemoveKey(const Fingerprint& key);
-  void InvalidateGroup(const Fingerprint& group);
-  void EraseGroup(const Fingerprint& group);
-  void DropAllVerification();
-  void ForgetVerification(const GroupState& state);
-  // With apply_mu_ held and tables_lock_ not held: takes it shard by shard.
-  void ClearTables();
-  void ResetCursor();
+  // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
+  // held exclusively.
+  void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void StoreKey(const Fingerprint& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void RemoveKey(const Fingerprint& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void InvalidateGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void EraseGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void DropAllVerification() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void ForgetVerification(const GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Takes tables_lock_ shard by shard.
+  void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
-  // Writer only, without the lock: touches the slots an event will update.
-  void WarmUp(const Fingerprint& key, const Fingerprint* group) const;
+  // Touches the slots an event will update, without tables_lock_: the writer
+  // (apply_mu_) is the only thread that changes the tables, so it may read
+  // them unlocked. The analysis cannot know that; see the definition.
+  void WarmUp(const Fingerprint& key, const Fingerprint* group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const uint64_t max_entries_;
 
   // Guards every table below: see "Concurrency" above.
-  mutable RwLock tables_lock_;
-  std::array<KeyTable, kShards> key_shards_;
-  std::array<GroupTable, kShards> group_shards_;
+  mutable TableLock tables_lock_;
+  std::array<KeyTable, kShards> key_shards_ ABSL_GUARDED_BY(tables_lock_);
+  std::array<GroupTable, kShards> group_shards_ ABSL_GUARDED_BY(tables_lock_);
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};
@@ -155,10 +162,11 @@ class Index {
   std::atomic<uint64_t> verify_state_{uint64_t{1} << 32};
 
   // Serialises writers; guards the cursor and the generation counter.
-  std::mutex apply_mu_;
-  bool has_sequence_ = false;
-  uint64_t last_sequence_ = 0;
-  uint64_t next_generation_ = 1;
+  // Taken before tables_lock_, never after it.
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
+  bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
+  uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};

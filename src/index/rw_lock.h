@@ -14,21 +14,26 @@
 // back until it is done; and a writer coming back for its next event lets
 // readers that are already waiting in first. All synchronisation is through std::atomic, which
 // every sanitizer understands.
+//
+// It is a capability for clang's -Wthread-safety (abseil's macros): data
+// marked ABSL_GUARDED_BY one is checked to be touched only with it held.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+
 namespace sci {
 
-class RwLock {
+class ABSL_LOCKABLE RwLock {
  public:
   RwLock() = default;
   RwLock(const RwLock&) = delete;
   RwLock& operator=(const RwLock&) = delete;
 
-  void Lock() {
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     // Readers already waiting go first, for a bounded while: the writer
     // takes the lock once per event, back to back, and the waiting reader
     // (whose cache line is remote) would otherwise lose every race for it
@@ -51,9 +56,9 @@ class RwLock {
     }
   }
 
-  void Unlock() { state_.store(0, std::memory_order_release); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { state_.store(0, std::memory_order_release); }
 
-  void ReaderLock() const {
+  void ReaderLock() const ABSL_SHARED_LOCK_FUNCTION() {
     if (TryReaderLock()) return;
     waiting_readers_.fetch_add(1, std::memory_order_relaxed);
     for (Backoff backoff; !TryReaderLock(); backoff.Wait()) {
@@ -61,7 +66,12 @@ class RwLock {
     waiting_readers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  void ReaderUnlock() const { state_.fetch_sub(1, std::memory_order_release); }
+  void ReaderUnlock() const ABSL_UNLOCK_FUNCTION() { state_.fetch_sub(1, std::memory_order_release); }
+
+  // Observers for tests: a writer has announced itself (it holds the lock or
+  // waits for the readers inside to leave); readers spinning for the lock.
+  bool writer_announced() const { return (state_.load(std::memory_order_relaxed) & (kWriter | kIntent)) != 0; }
+  uint32_t waiting_readers() const { return waiting_readers_.load(std::memory_order_relaxed); }
 
  private:
   bool TryReaderLock() const {
@@ -108,26 +118,30 @@ class RwLock {
   alignas(64) mutable std::atomic<uint32_t> waiting_readers_{0};
 };
 
-class WriterLock {
+// Scoped holds of RwLock, or of any lock with the same four functions (the
+// latency benchmark's absl::Mutex variant of the table lock: table_lock.h).
+template <typename Lockable>
+class ABSL_SCOPED_LOCKABLE WriterLock {
  public:
-  explicit WriterLock(RwLock& lock) : lock_(lock) { lock_.Lock(); }
-  ~WriterLock() { lock_.Unlock(); }
+  explicit WriterLock(Lockable& lock) ABSL_EXCLUSIVE_LOCK_FUNCTION(lock) : lock_(lock) { lock_.Lock(); }
+  ~WriterLock() ABSL_UNLOCK_FUNCTION() { lock_.Unlock(); }
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;
 
  private:
-  RwLock& lock_;
+  Lockable& lock_;
 };
 
-class ReaderLock {
+template <typename Lockable>
+class ABSL_SCOPED_LOCKABLE ReaderLock {
  public:
-  explicit ReaderLock(const RwLock& lock) : lock_(lock) { lock_.ReaderLock(); }
-  ~ReaderLock() { lock_.ReaderUnlock(); }
+  explicit ReaderLock(const Lockable& lock) ABSL_SHARED_LOCK_FUNCTION(lock) : lock_(lock) { lock_.ReaderLock(); }
+  ~ReaderLock() ABSL_UNLOCK_FUNCTION() { lock_.ReaderUnlock(); }
   ReaderLock(const ReaderLock&) = delete;
   ReaderLock& operator=(const ReaderLock&) = delete;
 
  private:
-  const RwLock& lock_;
+  const Lockable& lock_;
 };
 
 }  // namespace sci

@@ -1,5 +1,6 @@
 #include "sglang/page_query.h"
 
+#include <cassert>
 #include <cstring>
 #include <stdexcept>
 
@@ -38,8 +39,7 @@ bool AllKeysPresent(const Index& index, const Layout& layout, const Layout::Leve
 }
 
 // The query proper, whatever the source of the page hashes. `write_hash(page,
-// out)` writes page `page`'s 64 hex characters to `out` (pages come in order)
-// and returns false when it has no valid hash for it (then the page misses).
+// out)` writes page `page`'s 64 hex characters to `out` (pages come in order).
 template <typename WriteHash>
 PageQueryResult Run(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
                     std::span<uint8_t> hits, const PageQueryHooks* hooks) {
@@ -54,7 +54,8 @@ PageQueryResult Run(Index& index, const Layout& layout, size_t n_pages, WriteHas
   for (size_t page = 0; page < n_pages; ++page) {
     bool hit = false;
     const Layout::Level& level = layout.LevelFor(page, n_pages);
-    if (write_hash(page, key.hash()) && level.n_suffixes > 0) {
+    write_hash(page, key.hash());
+    if (level.n_suffixes > 0) {
       std::memcpy(group.hash(), key.hash(), kPageHashHexLength);
       const Fingerprint group_id = FingerprintOf(seed, group.Bare());
       const GroupProbe probe = index.ProbeGroup(group_id, level.id);
@@ -105,10 +106,7 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
   PageHasher hasher(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread());
   return Run(
       index, layout, hasher.pages(),
-      [&hasher](size_t, char* out) {
-        ToHex(hasher.Next(), out);
-        return true;
-      },
+      [&hasher](size_t, char* out) { ToHex(hasher.Next(), out); },
       hits, hooks);
 }
 
@@ -119,9 +117,8 @@ PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pag
       index, layout, n_pages,
       [page_hash](size_t page, char* out) {
         const std::string_view hash = page_hash(page);
-        if (!IsPageHashHex(hash)) return false;
+        assert(IsPageHashHex(hash));  // validated at the boundary (see the header)
         std::memcpy(out, hash.data(), kPageHashHexLength);
-        return true;
       },
       hits, hooks);
 }

@@ -56,9 +56,11 @@ size_t PagesToCheck(const Layout& layout, size_t n_tokens, uint32_t block_size);
 PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                            uint32_t block_size, std::span<uint8_t> hits, const PageQueryHooks* hooks = nullptr);
 
-// Answers a request whose page hashes the caller already holds (64 lowercase
-// hex characters each, in page order; see IsPageHashHex). A hash of any other
-// shape is answered as a miss. `hits` must hold n_pages bytes.
+// Answers a request whose page hashes the caller already holds, in page
+// order. Their shape is checked once, where they enter the library (the C
+// API rejects the call, naming the hash): every page_hash(page) here must
+// already pass IsPageHashHex (64 lowercase hex characters). `hits` must hold
+// n_pages bytes.
 PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pages,
                                 absl::FunctionRef<std::string_view(size_t page)> page_hash,
                                 std::span<uint8_t> hits, const PageQueryHooks* hooks = nullptr);

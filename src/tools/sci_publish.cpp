@@ -24,7 +24,7 @@
 #include "batch_publisher.h"
 #include "command_line.h"
 #include "held_keys.h"
-#include "json_writer.h"
+#include "json_line.h"
 #include "leader_election.h"
 #include "sglang/layout.h"
 #include "publish_script.h"
@@ -247,9 +247,7 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
   if (flags.Has("prompts-out")) {
     std::ofstream out(flags.Get("prompts-out"), std::ios::binary | std::ios::trunc);
     for (size_t p = 0; p < workload->prompts.size() && out; ++p) {
-      JsonArray tokens;
-      for (uint32_t token : workload->prompts[p]) tokens.Raw(std::to_string(token));
-      out << JsonObject().Uint("prompt", p).Raw("tokens", tokens.Finish()).Finish() << "\n";
+      out << JsonLine(Json{{"prompt", p}, {"tokens", workload->prompts[p]}}) << "\n";
     }
     if (!out) {
       *error = absl::StrFormat("cannot write \"%s\"", flags.Get("prompts-out"));
@@ -500,13 +498,16 @@ int Main(int argc, char** argv) {
       election = std::make_unique<LeaderElection>(
           EtcdGateway(master.etcd_endpoints), key, master.advertise,
           [&](const std::string& what, const std::string& detail) {
-            JsonObject line;
-            line.Bytes(what, detail);
-            if (what == "leader") line.Bytes("view_key", key).Int("lease", election->lease());
-            Announce(line.Finish());
+            Json line = Json::object();
+            SetBytes(line, what, detail);
+            if (what == "leader") {
+              SetBytes(line, "view_key", key);
+              line["lease"] = election->lease();
+            }
+            Announce(JsonLine(line));
           });
       if (!election->Campaign(StopSignal::fd())) {
-        Announce(JsonObject().Bool("interrupted", true).Bool("leader", false).Finish());
+        Announce(JsonLine(Json{{"interrupted", true}, {"leader", false}}));
         return 0;
       }
     }
@@ -529,12 +530,10 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
       return 1;
     }
-    JsonObject listening;
-    listening.Bytes("listening", config.bind ? publisher.BoundEndpoint() : config.endpoint);
-    if (admin != nullptr) {
-      listening.Bytes("admin", absl::StrFormat("http://%s:%d", master.admin_host, admin->port()));
-    }
-    Announce(listening.Finish());
+    Json listening = Json::object();
+    SetBytes(listening, "listening", config.bind ? publisher.BoundEndpoint() : config.endpoint);
+    if (admin != nullptr) listening["admin"] = absl::StrFormat("http://%s:%d", master.admin_host, admin->port());
+    Announce(JsonLine(listening));
 
     int subscribed = 0;
     if (flags.Has("wait-for-subscriber") || flags.Has("wait-subscribers-ms")) {
@@ -578,18 +577,17 @@ int Main(int argc, char** argv) {
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
 
-    JsonObject summary;
-    summary.Uint("messages", publisher.messages())
-        .Uint("events", publisher.events())
-        .Uint("first_sequence", publisher.first_sequence_sent())
-        .Uint("last_sequence", publisher.last_sequence_sent())
-        .Uint("skipped_sequences", publisher.skipped())
-        .Int("subscribers", subscribed)
-        .Int("elapsed_ms", elapsed.count());
-    if (held != nullptr) summary.Uint("held_keys", held->size());
-    if (interrupted && !lost) summary.Bool("interrupted", true);
-    if (lost) summary.Bool("lost_leadership", true);
-    std::printf("%s\n", summary.Finish().c_str());
+    Json summary = {{"messages", publisher.messages()},
+                    {"events", publisher.events()},
+                    {"first_sequence", publisher.first_sequence_sent()},
+                    {"last_sequence", publisher.last_sequence_sent()},
+                    {"skipped_sequences", publisher.skipped()},
+                    {"subscribers", subscribed},
+                    {"elapsed_ms", elapsed.count()}};
+    if (held != nullptr) summary["held_keys"] = held->size();
+    if (interrupted && !lost) summary["interrupted"] = true;
+    if (lost) summary["lost_leadership"] = true;
+    std::printf("%s\n", JsonLine(summary).c_str());
     if (lost) {
       std::fprintf(stderr, "sci-publish: lost the leadership: %s\n", election->lost_reason().c_str());
       return 1;

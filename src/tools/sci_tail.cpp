@@ -15,7 +15,7 @@
 #include "command_line.h"
 #include "encode/mooncake_payload_reader.h"
 #include "index/index.h"
-#include "json_writer.h"
+#include "json_line.h"
 #include "wire/message_apply.h"
 #include "stats_json.h"
 #include "stop_signal.h"
@@ -87,38 +87,37 @@ bool PrintLine(const std::string& line) {
 // `full`: the same message read with every production field (event ids), or
 // null for the other formats.
 std::string MessageLine(const DecodedMessage& message, const MooncakePayload* full, bool gap, bool duplicate) {
-  JsonArray events;
+  Json events = Json::array();
   for (size_t i = 0; i < message.events.size(); ++i) {
     const Event& event = message.events[i];
-    JsonObject object;
-    object.Bytes("type", KindName(event.kind))
-        .Bytes("object_key", event.object_key)
-        .Bytes("group_id", event.group_id)
-        .Bytes("tenant_id", event.tenant_id)
-        .Bytes("medium", event.medium);
-    if (full != nullptr) object.Uint("event_id", full->events[i].event_id);
-    events.Raw(object.Finish());
+    Json object = {{"type", KindName(event.kind)}};
+    SetBytes(object, "object_key", event.object_key);
+    SetBytes(object, "group_id", event.group_id);
+    SetBytes(object, "tenant_id", event.tenant_id);
+    SetBytes(object, "medium", event.medium);
+    if (full != nullptr) object["event_id"] = full->events[i].event_id;
+    events.push_back(std::move(object));
   }
-  JsonObject line;
-  line.Uint("sequence", message.sequence)
-      .Bytes("format", WireFormatName(message.format))
-      .Bytes("topic", message.topic)
-      .Int("timestamp_ms", message.timestamp_ms)
-      .Raw("events", events.Finish());
-  if (gap) line.Bool("gap", true);
-  if (duplicate) line.Bool("duplicate", true);
-  return line.Finish();
+  Json line = {{"sequence", message.sequence}, {"format", WireFormatName(message.format)}};
+  SetBytes(line, "topic", message.topic);
+  line["timestamp_ms"] = message.timestamp_ms;
+  line["events"] = std::move(events);
+  if (gap) line["gap"] = true;
+  if (duplicate) line["duplicate"] = true;
+  return JsonLine(line);
 }
 
 std::string MalformedLine(std::string_view reason, std::span<const std::span<const uint8_t>> frames) {
   size_t bytes = 0;
   for (const auto& frame : frames) bytes += frame.size();
-  JsonObject line;
-  line.Bytes("malformed", reason).Uint("frames", frames.size()).Uint("bytes", bytes);
+  Json line = Json::object();
+  SetBytes(line, "malformed", reason);
+  line["frames"] = frames.size();
+  line["bytes"] = bytes;
   if (!frames.empty()) {
-    line.Bytes("topic", std::string_view(reinterpret_cast<const char*>(frames[0].data()), frames[0].size()));
+    SetBytes(line, "topic", std::string_view(reinterpret_cast<const char*>(frames[0].data()), frames[0].size()));
   }
-  return line.Finish();
+  return JsonLine(line);
 }
 
 class Tail {
@@ -311,7 +310,7 @@ int Main(int argc, char** argv) {
     tail.Run();
     const auto ran_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-    PrintLine(JsonObject().Raw("stats", StatsJson(tail.index().GetStats()).dump()).Finish());
+    PrintLine(JsonLine(Json{{"stats", StatsJson(tail.index().GetStats())}}));
     if (!tail.ever_connected()) {
       // Nothing received is not "the publisher was quiet" when nothing was
       // ever there to hear: say so, and fail.

@@ -1,3 +1,5 @@
+// Why a reader of our own rather than msgpack-cxx's unpack or its visitor
+// (msgpack::parse): see msgpack_view.h.
 #include "wire/msgpack_view.h"
 
 #include <bit>

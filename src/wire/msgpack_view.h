@@ -8,7 +8,19 @@
 // bytes that remain (every element takes at least one byte), and Skip()
 // walks nested values with a counter instead of recursion, so nesting depth
 // costs neither stack nor heap.
-#pragma once
+//
+// Why not msgpack-cxx's visitor API either (msgpack::parse, v2; 4.1 here),
+// though it builds no tree:
+//   - it is not allocation-free: every call's context reserves a std::vector
+//     of MSGPACK_EMBED_STACK_SIZE container entries and grows it by one per
+//     nesting level, so a hostile payload of nested one-byte arrays still
+//     makes it allocate in proportion to its length;
+//   - it pushes values to callbacks in document order, while the decoder
+//     pulls them: it reads a map key, then asks for the type that key must
+//     hold and says what it found instead ("event 3 field object_key is
+//     uint, expected str or nil"). As callbacks, every field would become a
+//     state of a hand-written state machine, which is harder to read and to
+//     get right than the bounded pull reader below.
 
 #include <array>
 #include <cstddef>
