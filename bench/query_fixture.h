@@ -13,6 +13,7 @@
 // code), so the index of a size never changes size between benchmarks.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -79,6 +80,33 @@ inline void ApplyForeignPages(Index& index, uint64_t first_page, uint64_t n_keys
   }
 }
 
+// Applies the objects of the first `stored_pages` pages of a request (page
+// hashes `hashes`) as SGLang stores them: every key of a page labelled with
+// its group id, in 64-event batches. Returns the keys all its pages need.
+inline size_t StoreRequestObjects(Index& index, const Layout& layout, const std::vector<std::string>& hashes,
+                                  size_t stored_pages, uint64_t* sequence) {
+  const size_t pages = hashes.size();
+  size_t required_keys = 0;
+  std::vector<std::string> keys, groups;
+  for (size_t page = 0; page < pages; ++page) {
+    const std::vector<std::string> page_keys = layout.KeysFor(hashes[page], page, pages);
+    required_keys += page_keys.size();
+    if (page >= stored_pages) continue;
+    for (const std::string& key : page_keys) {
+      keys.push_back(key);
+      groups.push_back(layout.GroupId(hashes[page]));
+    }
+  }
+  for (size_t first = 0; first < keys.size(); first += 64) {
+    std::vector<Event> batch;
+    for (size_t i = first; i < std::min(keys.size(), first + 64); ++i) {
+      batch.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, "cpu"});
+    }
+    index.ApplyBatch((*sequence)++, batch);
+  }
+  return required_keys;
+}
+
 class QueryFixture {
  public:
   // Call before benchmarks run: the index of `size` will hold this request.
@@ -143,25 +171,8 @@ class QueryFixture {
   }
 
   void StoreRequest(Request& request) {
-    const Layout& layout = *request.layout;
-    const size_t pages = request.spec.pages;
-    std::vector<std::string> keys, groups;
-    for (size_t page = 0; page < pages; ++page) {
-      const std::vector<std::string> page_keys = layout.KeysFor(request.hashes[page], page, pages);
-      request.required_keys += page_keys.size();
-      if (page >= request.stored_pages) continue;
-      for (const std::string& key : page_keys) {
-        keys.push_back(key);
-        groups.push_back(layout.GroupId(request.hashes[page]));
-      }
-    }
-    for (size_t first = 0; first < keys.size(); first += 64) {
-      std::vector<Event> batch;
-      for (size_t i = first; i < std::min(keys.size(), first + 64); ++i) {
-        batch.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, "cpu"});
-      }
-      index_->ApplyBatch(sequence_++, batch);
-    }
+    request.required_keys =
+        StoreRequestObjects(*index_, *request.layout, request.hashes, request.stored_pages, &sequence_);
   }
 
   const uint64_t size_;

@@ -81,11 +81,24 @@ sci_status ConvertPools(const sci_layout_spec& spec, std::vector<sci::PoolSpec>*
   return SCI_OK;
 }
 
-// The handles and the result struct every query needs.
-sci_status CheckQueryHandles(const char* function, const sci_index* index, const sci_layout* layout,
-                             const sci_page_result* result) {
+// The two handles every query needs.
+sci_status CheckIndexAndLayout(const char* function, const sci_index* index, const sci_layout* layout) {
   if (index == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: index is NULL", function);
   if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: layout is NULL", function);
+  return SCI_OK;
+}
+
+sci_status CheckTokens(const char* function, const uint32_t* tokens, size_t n_tokens) {
+  if (tokens == nullptr && n_tokens > 0) {
+    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: tokens is NULL but n_tokens is %d", function, n_tokens);
+  }
+  return SCI_OK;
+}
+
+// The handles and the result struct every page query needs.
+sci_status CheckQueryHandles(const char* function, const sci_index* index, const sci_layout* layout,
+                             const sci_page_result* result) {
+  if (sci_status status = CheckIndexAndLayout(function, index, layout); status != SCI_OK) return status;
   if (result == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: result is NULL", function);
   if (!HasStructSize(result->struct_size, SCI_FIELD_END(sci_page_result, fast_path))) {
     return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: result->struct_size %u is too small (need >= %u)", function,
@@ -159,14 +172,25 @@ sci_status sci_index_check_pages(sci_index* index, const sci_layout* layout, con
   constexpr const char* kFunction = "sci_index_check_pages";
   return Guard(kFunction, [&] {
     if (sci_status status = CheckQueryHandles(kFunction, index, layout, result); status != SCI_OK) return status;
-    if (tokens == nullptr && n_tokens > 0) {
-      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: tokens is NULL but n_tokens is %d", kFunction, n_tokens);
-    }
+    if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
     const size_t n_pages = sci::PagesToCheck(*layout->impl, n_tokens, block_size);
     if (sci_status status = CheckHitsBuffer(kFunction, hits, hits_cap, n_pages); status != SCI_OK) return status;
     const sci::PageQueryResult r = sci::CheckPages(index->impl, *layout->impl, std::span(tokens, n_tokens),
                                                    block_size, std::span(hits, n_pages));
     WriteResult(r, result);
+    return SCI_OK;
+  });
+}
+
+sci_status sci_index_check_prefix(sci_index* index, const sci_layout* layout, const uint32_t* tokens, size_t n_tokens,
+                                  uint32_t block_size, size_t* prefix_pages) {
+  constexpr const char* kFunction = "sci_index_check_prefix";
+  return Guard(kFunction, [&] {
+    if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
+    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
+    if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
+    *prefix_pages =
+        sci::CheckPrefix(index->impl, *layout->impl, std::span(tokens, n_tokens), block_size).prefix_hits;
     return SCI_OK;
   });
 }

@@ -249,6 +249,21 @@ sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
                                  uint32_t block_size, uint8_t *hits,
                                  size_t hits_cap, sci_page_result *result);
 
+/* The router's prefix query (1.1): *prefix_pages = the leading run of pages
+ * of `tokens` that are fully present, stopping at the first page that is not.
+ * Pages after it are neither hashed nor looked up, so a prompt whose first
+ * page is absent costs one page hash and one lookup, however long it is
+ * (SGLang loads only a contiguous prefix, so that is all the router credits).
+ * The same answer as sci_index_check_pages' prefix_hits. A `block_size` other
+ * than the layout's page size answers SCI_OK with 0. Counted as one query of
+ * the pages it examined (the run, plus the miss that ended it).
+ * SCI_ERR_INVALID_ARGUMENT when `index`, `layout` or `prefix_pages` is NULL,
+ * or `tokens` is NULL with n_tokens > 0; then *prefix_pages is not written.
+ * Once warm, a call allocates no memory. */
+sci_status sci_index_check_prefix(sci_index *index, const sci_layout *layout,
+                                  const uint32_t *tokens, size_t n_tokens,
+                                  uint32_t block_size, size_t *prefix_pages);
+
 /* The same query for a caller that already holds the request's page hashes
  * (as SGLang computes them: 64 lowercase hex characters each, in page
  * order), so nothing is hashed again. n_pages = `n_page_hashes`; `hits` needs

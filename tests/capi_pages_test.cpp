@@ -477,4 +477,56 @@ TEST_F(CapiCheckPageHashes, RejectsBadArgumentsAndChecksNothing) {
   EXPECT_EQ(r.n_pages, 0u);
 }
 
+// -------------------------------------------------- sci_index_check_prefix --
+
+using CapiCheckPrefix = Fixture;
+
+TEST_F(CapiCheckPrefix, CountsTheLeadingRunOnly) {
+  layout = NewLayout(Spec());
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 4, &prefix), SCI_OK) << LastError();
+  EXPECT_EQ(prefix, 0u);
+  Store({kHash1 + "_0_k", kHash1 + "_0_v"}, "sglang-hicache:" + kHash1);
+  ASSERT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 4, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 0u);  // page 1 is present, but page 0 is not
+  Store({kHash0 + "_0_k", kHash0 + "_0_v"}, "sglang-hicache:" + kHash0);
+  ASSERT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 4, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 2u);
+  ASSERT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 4, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 2u);
+  const sci_stats s = Stats();
+  EXPECT_EQ(s.queries, 4u);
+  EXPECT_EQ(s.pages_checked, 1u + 1u + 2u + 2u);  // the run plus the miss that ended it
+  EXPECT_EQ(s.page_hits, 4u);
+  EXPECT_EQ(s.fast_path_hits, 2u);
+}
+
+TEST_F(CapiCheckPrefix, BlockSizeMismatchIsOkWithZeroPages) {
+  layout = NewLayout(Spec());
+  Store({kHash0 + "_0_k", kHash0 + "_0_v"}, "sglang-hicache:" + kHash0);
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 8, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 0u);
+  ASSERT_EQ(sci_index_check_prefix(index, layout, nullptr, 0, 4, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 0u);
+}
+
+TEST_F(CapiCheckPrefix, RejectsBadArgumentsAndWritesNothing) {
+  layout = NewLayout(Spec());
+  size_t prefix = 99;
+  EXPECT_EQ(sci_index_check_prefix(nullptr, layout, kTokens.data(), kTokens.size(), 4, &prefix),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "sci_index_check_prefix: index is NULL");
+  EXPECT_EQ(sci_index_check_prefix(index, nullptr, kTokens.data(), kTokens.size(), 4, &prefix),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "sci_index_check_prefix: layout is NULL");
+  EXPECT_EQ(sci_index_check_prefix(index, layout, kTokens.data(), kTokens.size(), 4, nullptr),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "sci_index_check_prefix: prefix_pages is NULL");
+  EXPECT_EQ(sci_index_check_prefix(index, layout, nullptr, 8, 4, &prefix), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "sci_index_check_prefix: tokens is NULL but n_tokens is 8");
+  EXPECT_EQ(prefix, 99u);
+  EXPECT_EQ(Stats().queries, 0u);
+}
+
 }  // namespace

@@ -1,7 +1,7 @@
 // The hot path allocates nothing once warm. This binary replaces the global
 // operator new / delete with counting versions, warms a query up, then
 // asserts that repeated queries -- fast path, exact path, misses, eagle,
-// trailing pools, caller-supplied hashes, through the C entry points and the
+// trailing pools, caller-supplied hashes, the prefix query, through the C entry points and the
 // C++ core -- allocate nothing at all.
 #include <gtest/gtest.h>
 
@@ -176,6 +176,19 @@ TEST(PageQueryAllocation, FastPathAllocatesNothing) {
   EXPECT_EQ(allocations, 0);
   EXPECT_EQ(result.total_hits, kPages);
   EXPECT_EQ(result.fast_path, kPages);
+}
+
+TEST(PageQueryAllocation, PrefixQueryAllocatesNothing) {
+  Handles h;
+  const std::vector<uint32_t> tokens = Tokens();
+  StoreRequest(h.index, Tp8(), tokens, /*labelled=*/true, /*skip_page=*/100);
+  h.layout = NewLayout(Tp8());
+  size_t prefix = 0;
+  const long allocations = AllocationsOnceWarm([&] {
+    sci_index_check_prefix(h.index, h.layout, tokens.data(), tokens.size(), kPageSize, &prefix);
+  });
+  EXPECT_EQ(allocations, 0);
+  EXPECT_EQ(prefix, 100u);
 }
 
 TEST(PageQueryAllocation, ExactPathAllocatesNothing) {

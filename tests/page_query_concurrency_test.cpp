@@ -52,13 +52,21 @@ std::unique_ptr<const Layout> Tp2() {
   return layout;
 }
 
-// One reader query: either a window of pages by their hashes, or (every
-// fourth time) a prefix of the request by its tokens, so both entry points
-// race with the writer. Calls `on_hit(page)` for every page reported present.
+// One reader query: a window of pages by their hashes, or (one time in
+// four each) a prefix of the request by its tokens through CheckPages or
+// through CheckPrefix, so every entry point races with the writer. Calls
+// `on_hit(page)` for every page reported present.
 template <typename OnHit>
 void QueryAround(Index& index, const Layout& layout, const Pages& pages, size_t frontier, uint64_t& rng,
                  std::vector<uint8_t>& hits, OnHit on_hit) {
   rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  if (rng % 4 == 1) {
+    const size_t n_pages = std::min(kPages, frontier + 1 + rng % 8);
+    const std::span<const uint32_t> tokens(pages.tokens.data(), n_pages * kPageSize);
+    const size_t prefix = CheckPrefix(index, layout, tokens, kPageSize).prefix_hits;
+    for (size_t page = 0; page < prefix; ++page) on_hit(page);
+    return;
+  }
   if (rng % 4 == 0) {
     const size_t n_pages = std::min(kPages, frontier + 1 + rng % 8);
     const std::span<const uint32_t> tokens(pages.tokens.data(), n_pages * kPageSize);

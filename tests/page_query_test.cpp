@@ -425,16 +425,21 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
 
 TEST_F(PageQuery, UnlabelledRemovalBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   const auto layout = Make(Mha(2, 1));
-  const std::vector<uint32_t> tokens = Tokens(2);
+  // 17 pages: the query probes pages 0-15 together (one round), and page 16
+  // in the next round, after the removal lands.
+  constexpr size_t kPages = 17;
+  const std::vector<uint32_t> tokens = Tokens(kPages);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
   Apply({Event{EventKind::kStored, "unrelated", {}, {}, "cpu"}});
   Interleave interleave{&index_, &next_sequence_, 0, {Event{EventKind::kRemoved, "unrelated", {}, {}, "cpu"}}};
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
-  EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
-  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));  // probed after the removal
+  EXPECT_EQ(Hits(), std::vector<int>(kPages, 1));
+  for (size_t page = 0; page < 16; ++page) {
+    EXPECT_FALSE(Verified(*layout, hashes[page], page, kPages)) << page;  // probed before the removal
+  }
+  EXPECT_TRUE(Verified(*layout, hashes[16], 16, kPages));  // probed after it
 }
 
 TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {
@@ -448,6 +453,99 @@ TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
+}
+
+// ---- the prefix query ----
+
+TEST_F(PageQuery, PrefixIsTheLeadingRunOfCheckPagesForEveryPattern) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(5);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  // Stored pages as a bit mask over 5 pages: every pattern, including hits
+  // after a miss (which the prefix must not count).
+  for (uint32_t mask = 0; mask < 32; ++mask) {
+    Index index;
+    uint64_t sequence = 1;
+    for (size_t page = 0; page < 5; ++page) {
+      if ((mask >> page & 1) == 0) continue;
+      std::vector<Event> events;
+      const std::vector<std::string> keys = layout->KeysFor(hashes[page], page, 5);
+      const std::string group = layout->GroupId(hashes[page]);
+      for (const std::string& key : keys) events.push_back(Event{EventKind::kStored, key, group, {}, "cpu"});
+      index.ApplyBatch(sequence++, events);
+    }
+    size_t leading = 0;
+    while (leading < 5 && (mask >> leading & 1) != 0) ++leading;
+    for (int round = 0; round < 2; ++round) {  // exact path, then fast path
+      const PageQueryResult r = CheckPrefix(index, *layout, tokens, kPageSize);
+      EXPECT_EQ(r.prefix_hits, leading) << mask;
+      EXPECT_EQ(r.total_hits, leading) << mask;
+      EXPECT_EQ(r.n_pages, 5u);
+      EXPECT_EQ(r.pages_examined, std::min<size_t>(leading + 1, 5)) << mask;
+      EXPECT_EQ(r.fast_path, round == 0 ? 0u : leading) << mask;
+    }
+    std::vector<uint8_t> hits(5);
+    EXPECT_EQ(CheckPages(index, *layout, tokens, kPageSize, hits).prefix_hits, leading) << mask;
+  }
+}
+
+TEST_F(PageQuery, PrefixStopsAtTheFirstMissWithoutHashingOrLookingUpFurther) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(169);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  for (size_t page = 3; page < 169; ++page) StorePage(*layout, hashes, page);  // page 2 is missing
+  StorePage(*layout, hashes, 0);
+  StorePage(*layout, hashes, 1);
+  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  memo.Clear();
+  const uint64_t lookups_before = memo.hits() + memo.misses();
+  const uint64_t pages_before = index_.GetStats().pages_checked;
+  const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize);
+  EXPECT_EQ(r.prefix_hits, 2u);
+  EXPECT_EQ(r.pages_examined, 3u);
+  // Three pages were hashed (each is one memo lookup, then SHA-256), and
+  // counted as checked: none past the miss.
+  EXPECT_EQ(memo.hits() + memo.misses() - lookups_before, 3u);
+  EXPECT_EQ(index_.GetStats().pages_checked - pages_before, 3u);
+  EXPECT_EQ(index_.GetStats().page_hits, 2u);
+}
+
+TEST_F(PageQuery, PrefixOfAnUnknownPromptHashesOnePage) {
+  const auto layout = Make(Mha(8, 1));
+  const std::vector<uint32_t> tokens = Tokens(169, 5000);
+  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  memo.Clear();
+  const uint64_t misses_before = memo.misses();
+  const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize);
+  EXPECT_EQ(r.prefix_hits, 0u);
+  EXPECT_EQ(r.pages_examined, 1u);
+  EXPECT_EQ(memo.misses() - misses_before, 1u);
+}
+
+TEST_F(PageQuery, PrefixFindsKeysStoredWithoutAGroup) {
+  // No group state (unlabelled stores): the page is still present, by its keys.
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  std::vector<std::string> keys = layout->KeysFor(hashes[0], 0, 2);
+  for (const std::string& key : layout->KeysFor(hashes[1], 1, 2)) keys.push_back(key);
+  std::vector<Event> events;
+  for (const std::string& key : keys) events.push_back(Event{EventKind::kStored, key, {}, {}, "cpu"});
+  Apply(events);
+  EXPECT_EQ(CheckPrefix(index_, *layout, tokens, kPageSize).prefix_hits, 2u);
+  Remove(layout->KeysFor(hashes[0], 0, 2)[1]);
+  EXPECT_EQ(CheckPrefix(index_, *layout, tokens, kPageSize).prefix_hits, 0u);
+}
+
+TEST_F(PageQuery, PrefixWithAMismatchedBlockSizeIsZeroAndCountedAsAQuery) {
+  const auto layout = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
+  const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize * 2);
+  EXPECT_EQ(r.prefix_hits, 0u);
+  EXPECT_EQ(r.n_pages, 0u);
+  EXPECT_EQ(index_.GetStats().queries, 1u);
+  EXPECT_EQ(index_.GetStats().pages_checked, 0u);
 }
 
 // ---- page hashes supplied by the caller ----

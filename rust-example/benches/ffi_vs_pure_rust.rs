@@ -365,6 +365,11 @@ fn main() {
         }
     }
 
+    // Fresh prompts: distinct prompts, each queried once per side and run.
+    if selected("SCI_BENCH_LAYOUTS", "tp8") {
+        rows.extend(fresh_prompt_rows(&config));
+    }
+
     println!("| layout | pages | path | FFI wrapper (µs) | pure Rust (µs) | pure Rust / FFI |");
     println!("|---|---:|---|---:|---:|---:|");
     for row in &rows {
@@ -453,6 +458,99 @@ fn main() {
         100.0 / empty_ratio
     );
     println!("\n(checksum {})", checksum.get());
+}
+
+/// The router's usual request: a prompt this thread has never asked about.
+/// `n` distinct tp8 prompts (169 pages in the full run) are stored on both
+/// sides and their groups verified by another thread; then each round
+/// queries a block of prompts it has not queried before, once each, on one
+/// side and then on the other (per-call medians of each block). Enough
+/// prompts that the library's per-thread digest memo (8192 pages) has
+/// forgotten a prompt by the time it comes round again (256 x 169 pages),
+/// so the library hashes every page, as the pure-Rust index always does.
+/// The exact-path rows drop every verification before each call (untimed).
+fn fresh_prompt_rows(config: &Config) -> Vec<Row> {
+    let (pages, n_prompts, per_block) = if config.full {
+        (169, 256, 24)
+    } else {
+        (2, 8, 2)
+    };
+    let named = benchmark_layouts()
+        .into_iter()
+        .find(|l| l.name == "tp8")
+        .expect("tp8 is a benchmark layout");
+    let prompts: Vec<Vec<u32>> = (0..n_prompts)
+        .map(|i| prompt(1_000 + i as u64, pages * PAGE))
+        .collect();
+    let pair = build_pair(config, &named, &prompts);
+    let layout = named.builder.build().unwrap();
+    let verify = |pair: &Pair| {
+        let (ffi, pure) = (&pair.ffi, &pair.pure);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut scratch = PageScratch::with_capacity(pages);
+                for tokens in &prompts {
+                    ffi.check_pages(&layout, tokens, PAGE as u32, &mut scratch)
+                        .unwrap();
+                    pure.check_pages(&named.spec, tokens, PAGE as u32);
+                }
+            });
+        });
+    };
+    let mut scratch = PageScratch::with_capacity(pages);
+    let mut rows = Vec::new();
+    for exact in [false, true] {
+        verify(&pair);
+        let mut next_prompt = 0usize;
+        let mut rounds = Vec::new();
+        for _ in 0..config.runs {
+            let block: Vec<&Vec<u32>> = (0..per_block)
+                .map(|i| &prompts[(next_prompt + i) % n_prompts])
+                .collect();
+            next_prompt += per_block;
+            let mut ffi_times = Vec::new();
+            for tokens in &block {
+                if exact {
+                    pair.apply_ffi(&unlabelled_removal());
+                }
+                let started = Instant::now();
+                let hits = pair
+                    .ffi
+                    .check_pages(&layout, tokens, PAGE as u32, &mut scratch)
+                    .unwrap();
+                ffi_times.push(started.elapsed());
+                assert_eq!(hits.total_hits(), pages, "fresh tp8: not every page hits (FFI)");
+                assert_eq!(hits.summary().fast_path, if exact { 0 } else { pages });
+            }
+            let mut pure_times = Vec::new();
+            for tokens in &block {
+                if exact {
+                    pair.apply_pure(&unlabelled_removal());
+                }
+                let started = Instant::now();
+                let hits = pair.pure.check_pages(&named.spec, tokens, PAGE as u32);
+                pure_times.push(started.elapsed());
+                assert!(hits.iter().all(|&h| h), "fresh tp8: not every page hits (pure Rust)");
+            }
+            ffi_times.sort();
+            pure_times.sort();
+            rounds.push((ffi_times[ffi_times.len() / 2], pure_times[pure_times.len() / 2]));
+        }
+        let (ffi, pure, ratio) = medians(&mut rounds);
+        rows.push(Row {
+            layout: "tp8",
+            pages,
+            path: if exact {
+                "exact keys, fresh prompts"
+            } else {
+                "verified groups, fresh prompts"
+            },
+            ffi,
+            pure,
+            ratio,
+        });
+    }
+    rows
 }
 
 fn layout_flags(

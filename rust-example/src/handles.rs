@@ -396,6 +396,29 @@ impl Index {
         };
         Ok(scratch.finish(result.n_pages, summary))
     }
+
+    /// The router's prefix query: how many leading pages of `tokens` are
+    /// fully present under `layout`, stopping at the first page that is not.
+    /// Pages after it are neither hashed nor looked up, so an unrelated
+    /// prompt costs one page hash. Allocates nothing. A `block_size` other
+    /// than the layout's page size answers 0.
+    pub fn check_prefix(&self, layout: &Layout, tokens: &[u32], block_size: u32) -> Result<usize> {
+        let mut prefix_pages = 0usize;
+        // SAFETY: both handles are live; `tokens` is readable for its length
+        // and `prefix_pages` writable. Interior updates are synchronized by
+        // the library (C1), so `&self` suffices.
+        check(unsafe {
+            sys::sci_index_check_prefix(
+                self.raw.as_ptr(),
+                layout.raw.as_ptr(),
+                tokens.as_ptr(),
+                tokens.len(),
+                block_size,
+                &mut prefix_pages,
+            )
+        })?;
+        Ok(prefix_pages)
+    }
 }
 
 impl Drop for Index {

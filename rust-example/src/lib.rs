@@ -48,6 +48,7 @@ mod error;
 mod layout_builder;
 mod options;
 mod pages;
+mod shared_cache;
 
 pub use error::{Error, Result, Status};
 pub use handles::{
@@ -56,3 +57,4 @@ pub use handles::{
 pub use layout_builder::{HitPolicy, LayoutBuilder, Pool};
 pub use options::{IndexOptions, LogLevel, Stats, SubscriberOptions};
 pub use pages::{PageHits, PageScratch, PageSummary};
+pub use shared_cache::{SharedCacheHits, SharedCacheIndex};

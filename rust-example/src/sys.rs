@@ -807,6 +807,16 @@ extern "C" {
     ) -> sci_status;
 }
 extern "C" {
+    pub fn sci_index_check_prefix(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        prefix_pages: *mut usize,
+    ) -> sci_status;
+}
+extern "C" {
     pub fn sci_index_check_page_hashes(
         index: *mut sci_index,
         layout: *const sci_layout,

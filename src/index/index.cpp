@@ -257,20 +257,36 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 
 bool Index::ContainsKey(const Fingerprint& key) const {
   ReaderLock lock(tables_lock_);
-  return key_shards_[ShardOf(key)].contains(key);
+  return ContainsKeyLocked(key);
 }
 
 bool Index::ContainsAll(std::span<const Fingerprint> keys) const {
   ReaderLock lock(tables_lock_);
   for (const Fingerprint& key : keys) key_shards_[ShardOf(key)].prefetch(key);
+  return ContainsAllLocked(keys);
+}
+
+GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
+  ReaderLock lock(tables_lock_);
+  return ProbeGroupLocked(group, layout);
+}
+
+bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+  if (!probe.exists || layout == 0) return false;
+  ReaderLock lock(tables_lock_);
+  return MarkVerifiedLocked(group, probe, layout);
+}
+
+bool Index::ContainsKeyLocked(const Fingerprint& key) const { return key_shards_[ShardOf(key)].contains(key); }
+
+bool Index::ContainsAllLocked(std::span<const Fingerprint> keys) const {
   for (const Fingerprint& key : keys) {
     if (!key_shards_[ShardOf(key)].contains(key)) return false;
   }
   return true;
 }
 
-GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
-  ReaderLock lock(tables_lock_);
+GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
   const GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   if (it == groups.end()) return GroupProbe{};
@@ -283,9 +299,8 @@ GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
   return probe;
 }
 
-bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
+bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
-  ReaderLock lock(tables_lock_);
   GroupTable& groups = group_shards_[ShardOf(group)];
   auto it = groups.find(group);
   // A stored event for the group, or its removal, since the probe: what the

@@ -67,6 +67,8 @@ class Index {
 
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
+  // Each of these takes the reader lock for its own lookups; a caller with
+  // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, looked up under one lock hold with the
@@ -83,6 +85,52 @@ class Index {
   // taken (same generation, same verify epoch). Returns whether it marked.
   bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
+
+  // Several lookups under one hold of the reader lock: the page query's way
+  // of paying one lock round trip for many pages (on two cores, the lock
+  // word's cache line moving between readers is what a query per page lock
+  // would cost). Prefetches let the caller start the table lines it will
+  // need in a later hold on their way while it computes something else.
+  // Hold it for lookups only (a writer waits for it), and never apply
+  // events while holding it (that would wait for itself).
+  //
+  // Lock analysis: the hold is this object's lifetime, which clang's
+  // -Wthread-safety cannot see inside the member functions; they are exempt
+  // from it and only forward to the *Locked functions, which require the
+  // lock held shared.
+  class ABSL_SCOPED_LOCKABLE Reader {
+   public:
+    explicit Reader(Index& index) ABSL_SHARED_LOCK_FUNCTION(index.tables_lock_) : index_(index) {
+      index_.tables_lock_.ReaderLock();
+    }
+    ~Reader() ABSL_UNLOCK_FUNCTION() { index_.tables_lock_.ReaderUnlock(); }
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+
+    void PrefetchKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      index_.key_shards_[ShardOf(key)].prefetch(key);
+    }
+    void PrefetchGroup(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      index_.group_shards_[ShardOf(group)].prefetch(group);
+    }
+    bool ContainsKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.ContainsKeyLocked(key);
+    }
+    // Whether every key is present (no prefetch: the caller prefetched them).
+    bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.ContainsAllLocked(keys);
+    }
+    GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.ProbeGroupLocked(group, layout);
+    }
+    bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) const
+        ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.MarkVerifiedLocked(group, probe, layout);
+    }
+
+   private:
+    Index& index_;
+  };
 
   // ---- counters ----
 
@@ -124,6 +172,14 @@ class Index {
   uint32_t CurrentVerifyEpoch() const {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
+
+  // With tables_lock_ held (shared or exclusive).
+  bool ContainsKeyLocked(const Fingerprint& key) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  bool ContainsAllLocked(std::span<const Fingerprint> keys) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  GroupProbe ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  bool MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
 
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
   // held exclusively.

@@ -1,5 +1,6 @@
 #include "sglang/page_hash.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -60,7 +61,7 @@ constexpr std::array<char[2], 256> MakeHexPairs() {
   }
   return pairs;
 }
-constexpr std::array<char[2], 256> kHexPairs = MakeHexPairs();
+[[maybe_unused]] constexpr std::array<char[2], 256> kHexPairs = MakeHexPairs();
 
 }  // namespace
 
@@ -76,17 +77,6 @@ PageDigestMemo& PageDigestMemo::ForThisThread() {
   return *memo;
 }
 
-PageDigestMemo::Key PageDigestMemo::KeyOf(const PageDigest* parent, const Key& units_hash) {
-  if (parent == nullptr) return units_hash;
-  // 48 bytes: the parent digest, then the units' hash. A page-0 key (16
-  // bytes hashed once) and a chained key could only meet by collision.
-  uint8_t bytes[sizeof(PageDigest) + sizeof(Key)];
-  std::memcpy(bytes, parent->data(), parent->size());
-  std::memcpy(bytes + parent->size(), &units_hash, sizeof units_hash);
-  const XXH128_hash_t h = XXH3_128bits(bytes, sizeof bytes);
-  return Key{h.low64, h.high64};
-}
-
 void PageDigestMemo::Clear() {
   if (++epoch_ != 0) return;
   // The epoch wrapped (after 4 billion clears): entries of epoch 1 would look
@@ -97,8 +87,8 @@ void PageDigestMemo::Clear() {
 }
 
 template <typename Sink>
-void PageHasher::ForEachUnitChunk(Sink sink) const {
-  const size_t first = next_page_ * page_size_;
+void PageHasher::ForEachUnitChunk(size_t page, Sink sink) const {
+  const size_t first = page * page_size_;
   const uint32_t* tokens = tokens_.data();
   if (eagle_) {
     StageUnits<8>(first, page_size_, [tokens](size_t j, uint8_t* out) {
@@ -113,39 +103,83 @@ void PageHasher::ForEachUnitChunk(Sink sink) const {
   }
 }
 
-const PageDigest& PageHasher::Next() {
-  const bool has_parent = next_page_ > 0;
-  PageDigestMemo::Key key;
-  if (memo_ != nullptr) {
-    XXH128_hash_t units;
-    if (!eagle_ && std::endian::native == std::endian::little) {
-      // One contiguous piece: the one-shot hash, which gives the same value
-      // as the streaming one below and costs less.
-      units = XXH3_128bits(tokens_.data() + next_page_ * page_size_, size_t{page_size_} * sizeof(uint32_t));
-    } else {
-      XXH3_state_t state;
-      XXH3_128bits_reset(&state);
-      ForEachUnitChunk([&state](const void* bytes, size_t n) { XXH3_128bits_update(&state, bytes, n); });
-      units = XXH3_128bits_digest(&state);
-    }
-    key = PageDigestMemo::KeyOf(has_parent ? &digest_ : nullptr, PageDigestMemo::Key{units.low64, units.high64});
-    if (memo_->Find(key, &digest_)) {
-      ++next_page_;
-      return digest_;
-    }
+PageDigestMemo::Key PageHasher::MemoKey(size_t page, const PageDigestMemo::Key* parent) const {
+  const uint64_t seed = PageDigestMemo::SeedOf(parent);
+  XXH128_hash_t units;
+  if (!eagle_ && std::endian::native == std::endian::little) {
+    // One contiguous piece: the one-shot hash, which gives the same value
+    // as the streaming one below and costs less.
+    units = XXH3_128bits_withSeed(tokens_.data() + page * page_size_, size_t{page_size_} * sizeof(uint32_t), seed);
+  } else {
+    XXH3_state_t state;
+    // reset_withSeed compares against the state's previous seed and secret:
+    // give it known ones.
+    state.seed = 0;
+    state.extSecret = nullptr;
+    XXH3_128bits_reset_withSeed(&state, seed);
+    ForEachUnitChunk(page, [&state](const void* bytes, size_t n) { XXH3_128bits_update(&state, bytes, n); });
+    units = XXH3_128bits_digest(&state);
   }
+  return PageDigestMemo::KeyOf(parent, PageDigestMemo::Key{units.low64, units.high64});
+}
+
+void PageHasher::HashPage(size_t page) {
   SHA256_CTX ctx;
   SHA256_Init(&ctx);
-  if (has_parent) SHA256_Update(&ctx, digest_.data(), digest_.size());
-  ForEachUnitChunk([&ctx](const void* bytes, size_t n) { SHA256_Update(&ctx, bytes, n); });
+  if (page > 0) SHA256_Update(&ctx, digest_.data(), digest_.size());
+  ForEachUnitChunk(page, [&ctx](const void* bytes, size_t n) { SHA256_Update(&ctx, bytes, n); });
   SHA256_Final(digest_.data(), &ctx);
-  if (memo_ != nullptr) memo_->Insert(key, digest_);
-  ++next_page_;
+}
+
+void PageHasher::ComputeNextKey() {
+  const size_t page = keys_known_++;
+  keys_[page % kKeyRing] = MemoKey(page, page == 0 ? nullptr : &keys_[(page - 1) % kKeyRing]);
+}
+
+const PageDigest& PageHasher::Next() {
+  const size_t page = next_page_++;
+  if (memo_ == nullptr) {
+    HashPage(page);
+    return digest_;
+  }
+  if (keys_known_ <= page) ComputeNextKey();
+  const PageDigestMemo::Key& key = keys_[page % kKeyRing];
+  if (!memo_->Find(key, &digest_)) {
+    HashPage(page);
+    memo_->Insert(key, digest_);
+  }
   return digest_;
 }
 
+void PageHasher::LookAhead(size_t pages) {
+  if (memo_ == nullptr) return;
+  const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
+  while (keys_known_ < until) {
+    ComputeNextKey();
+    memo_->Prefetch(keys_[(keys_known_ - 1) % kKeyRing]);
+  }
+}
+
 void ToHex(const PageDigest& digest, char* out) {
+#if defined(__SSE2__)
+  // Every page of a query is turned to hex (its keys and group id are built
+  // from it): 16 bytes at a time, a quarter of the table loop's cost.
+  const __m128i low_nibbles = _mm_set1_epi8(0x0F);
+  for (size_t i = 0; i < digest.size(); i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(digest.data() + i));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(v, 4), low_nibbles);
+    const __m128i low = _mm_and_si128(v, low_nibbles);
+    const auto ascii = [](__m128i nibbles) {
+      // '0' + n, plus the gap from ':' to 'a' where n > 9.
+      const __m128i letters = _mm_and_si128(_mm_cmpgt_epi8(nibbles, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+      return _mm_add_epi8(_mm_add_epi8(nibbles, _mm_set1_epi8('0')), letters);
+    };
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), ascii(_mm_unpacklo_epi8(high, low)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i + 16), ascii(_mm_unpackhi_epi8(high, low)));
+  }
+#else
   for (size_t i = 0; i < digest.size(); ++i) std::memcpy(out + 2 * i, kHexPairs[digest[i]], 2);
+#endif
 }
 
 bool IsPageHashHex(std::string_view s) {

@@ -41,11 +41,18 @@ inline size_t WholePages(size_t n_tokens, uint32_t page_size, bool eagle) {
 // the same bytes costs a tenth of that, so a digest computed before is looked
 // up instead of recomputed: a repeated prefix is not rehashed.
 //
-// Exact: an entry is keyed by a 128-bit XXH3 key of the very input SHA-256
-// reads for the page (the parent digest, absent for page 0, then the page's
-// units) and holds the digest of that input. A hit can only be wrong if two
-// different page inputs have the same 128-bit key: the odds the index already
-// accepts for its key fingerprints (about 2^-128 per pair).
+// Exact: an entry is keyed by a 128-bit XXH3 key of everything SHA-256 has
+// read up to the end of the page: page 0's key is the XXH3-128 of its units,
+// page i's the XXH3-128 of its units seeded with the low half of page i-1's
+// key, its low half XORed with that key's high half (KeyOf). A key thus stands
+// for the whole run of units from the start of the request, which is what
+// the page's digest is a function of, and it holds that digest. A hit can
+// only be wrong if two different runs have the same 128-bit key: the odds the
+// index already accepts for its key fingerprints (about 2^-128 per pair).
+//
+// Why chain keys, not digests: a page's key is known before its parent's
+// digest is, so the next page's entry is prefetched while this page hashes,
+// and a cold prompt's lookups and inserts hit lines already on their way.
 //
 // Bounded: direct-mapped, a fixed number of one-cache-line entries allocated
 // once by the constructor; a page overwrites whatever shared its slot.
@@ -71,9 +78,18 @@ class PageDigestMemo {
   // thread exits.
   static PageDigestMemo& ForThisThread();
 
-  // The key of a page whose SHA-256 input is `parent` (null for page 0)
-  // followed by units whose XXH3-128 (seed 0) is `units_hash`.
-  static Key KeyOf(const PageDigest* parent, const Key& units_hash);
+  // The key of a page whose parent page has key `parent` (null for page 0),
+  // from `units_hash`, the XXH3-128 of its units seeded with SeedOf(parent).
+  // Two parents with the same seed differ in their high half, so the keys
+  // differ too; two with different seeds give unrelated hashes.
+  static uint64_t SeedOf(const Key* parent) { return parent == nullptr ? 0 : parent->low; }
+  static Key KeyOf(const Key* parent, const Key& units_hash) {
+    return parent == nullptr ? units_hash : Key{units_hash.low ^ parent->high, units_hash.high};
+  }
+
+  // Starts the entry of `key` on its way into the cache, for a Find and an
+  // Insert soon after.
+  void Prefetch(const Key& key) const { __builtin_prefetch(&entries_[key.low & mask_], 1); }
 
   // Copies the digest memoised under `key` to *digest; false if there is none.
   bool Find(const Key& key, PageDigest* digest) {
@@ -121,7 +137,7 @@ class PageDigestMemo {
 };
 
 // Walks the chained digests of one request, page after page. Cheap to
-// construct (it holds only views and the previous digest); not thread-safe,
+// construct (it holds only views, the previous digest and a few memo keys); not thread-safe,
 // so each query owns one. With a memo, a page whose input the memo has seen
 // is looked up instead of hashed, and every page hashed is memoised.
 class PageHasher {
@@ -134,18 +150,40 @@ class PageHasher {
   // Digest of the next page. Call at most pages() times.
   const PageDigest& Next();
 
+  // With a memo: computes the memo keys of the next `pages` pages (at most
+  // kMaxLookAhead) not computed yet and starts their entries on their way
+  // into the cache, so that Next() finds them there: a cold entry costs a
+  // memory round trip, which only a look-ahead of several pages (several
+  // SHA-256 computations) hides. For callers that will ask for those pages
+  // (CheckPages); one that may stop (CheckPrefix) does not, and reads no
+  // unit past the pages it asked for.
+  static constexpr size_t kMaxLookAhead = 31;
+  void LookAhead(size_t pages);
+
  private:
-  // Hands `sink(bytes, n)` the page's units, as SHA-256 reads them after the
-  // parent digest, in one or more pieces.
+  // Hands `sink(bytes, n)` page `page`'s units, as SHA-256 reads them after
+  // the parent digest, in one or more pieces.
   template <typename Sink>
-  void ForEachUnitChunk(Sink sink) const;
+  void ForEachUnitChunk(size_t page, Sink sink) const;
+  // digest_ = SHA-256(digest_ if page > 0, then page `page`'s units).
+  void HashPage(size_t page);
 
   std::span<const uint32_t> tokens_;
   uint32_t page_size_;
   bool eagle_;
   PageDigestMemo* memo_;
+  // The memo key of page `page`, whose parent page has key `parent` (null
+  // for page 0): one XXH3 pass over its units (PageDigestMemo::KeyOf).
+  PageDigestMemo::Key MemoKey(size_t page, const PageDigestMemo::Key* parent) const;
+
   size_t next_page_ = 0;
   PageDigest digest_{};
+  // Memo keys of pages [keys_known_ - kKeyRing, keys_known_), by page modulo
+  // kKeyRing: those looked ahead, and the last page's, the parent of the next.
+  static constexpr size_t kKeyRing = kMaxLookAhead + 1;
+  void ComputeNextKey();
+  PageDigestMemo::Key keys_[kKeyRing];
+  size_t keys_known_ = 0;
 };
 
 // Writes the 64 lowercase hex characters of `digest` to `out` (no NUL).

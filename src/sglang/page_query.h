@@ -9,6 +9,14 @@
 // invalidated the group since the probe, while the page still reports the
 // hit it proved. A page needing no key is a miss.
 //
+// Hashing-bound (measured: bench/README.md). CheckPages hashes pages a round
+// (16 pages) ahead of their lookups: the round's group lines are prefetched
+// once it is hashed and probed after the next round is, so on a prompt whose
+// table lines are cold the DRAM round trips overlap SHA-256 instead of
+// following it, and one reader-lock hold serves a round, not a page.
+// CheckPrefix cannot look ahead (it must not hash past the first miss): it
+// starts a page's group and first-key lookups together instead.
+//
 // Page digests come from the querying thread's PageDigestMemo when it has
 // hashed the same page input before (a shared prompt prefix), from SHA-256
 // otherwise (page_hash.h): same digests, without rehashing repeated prefixes.
@@ -35,6 +43,7 @@ struct PageQueryResult {
   size_t total_hits = 0;   // pages fully present
   size_t prefix_hits = 0;  // leading run of hit pages
   size_t fast_path = 0;    // pages answered by an already-verified group
+  size_t pages_examined = 0;  // pages hashed and looked up (CheckPrefix stops early)
 };
 
 // Test seam: called after a page's group has been probed and before its
@@ -55,6 +64,15 @@ size_t PagesToCheck(const Layout& layout, size_t n_tokens, uint32_t block_size);
 // counted as a query with no page checked.
 PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                            uint32_t block_size, std::span<uint8_t> hits, const PageQueryHooks* hooks = nullptr);
+
+// The router's prefix query: the leading run of fully present pages
+// (prefix_hits, equal to total_hits), stopping at the first page that is
+// not. Pages after it are neither hashed nor looked up: an unrelated prompt
+// costs one page hash and one lookup, whatever its length. n_pages is the
+// request's whole pages; pages_examined those hashed (the run, plus the miss
+// that ended it). Counted as one query of pages_examined pages.
+PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
+                            uint32_t block_size);
 
 // Answers a request whose page hashes the caller already holds, in page
 // order. Their shape is checked once, where they enter the library (the C
