@@ -3,7 +3,11 @@
 # objects SGLang HiCache workers store for a few prompts, in the production
 # wire format, on a loopback port; the Rust router example (rust-example,
 # src/bin/router_demo.rs) follows it through the library's subscriber and
-# asks, for a handful of prompts, which pages are in the pool.
+# asks, for a handful of prompts, which pages are in the pool. Act 2: a
+# Mooncake HA pair (two sci-publish electing a leader through a real etcd,
+# on 127.0.0.2 and 127.0.0.3 with the same ports); the router follows the
+# leader named in etcd and resyncs from its snapshot; the leader crashes and
+# the table shows the hits gone, then back after the standby's resync.
 #   scripts/demo.sh [build-dir]      (default: build)
 # Installs what is missing (scripts/install-deps.sh, cheap when all is there),
 # builds what it needs (cmake, then cargo offline); needs no external service.
@@ -26,11 +30,28 @@ echo "== building the Rust router example (cargo, offline)"
 
 work=$(mktemp -d)
 publisher=""
+act2_pids=()  # etcd and the two masters of act 2
 cleanup() {
   if [ -n "$publisher" ]; then kill "$publisher" 2>/dev/null || true; wait "$publisher" 2>/dev/null || true; fi
+  for pid in "${act2_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+# Waits (bounded, 60 s) until FILE holds a line matching PATTERN while
+# process PID lives; prints the first such line.
+await_line() {
+  local file=$1 pattern=$2 pid=$3 line=""
+  for _ in $(seq 1200); do
+    line=$(grep -m1 -- "$pattern" "$file" 2>/dev/null || true)
+    [ -n "$line" ] && { echo "$line"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "demo: no \"$pattern\" from pid $pid:" >&2
+  cat "$file" >&2
+  return 1
+}
 
 # The model's layout, as its SGLang workers publish it: read by both sides.
 cat >"$work/layout.json" <<'JSON'
@@ -68,3 +89,48 @@ wait "$publisher"
 publisher=""
 echo
 echo "== sci-publish summary: $(cat "$work/published.json")"
+
+echo
+echo "== act 2: the master fails over"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+etcd_port=$(free_port)
+etcd_peer=$(free_port)
+etcd_url=http://127.0.0.1:$etcd_port
+etcd --name demo --data-dir "$work/etcd" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "demo=http://127.0.0.1:$etcd_peer" --log-level error >"$work/etcd.log" 2>&1 &
+act2_pids+=($!)
+healthy=""
+for _ in $(seq 200); do
+  if etcdctl --endpoints "$etcd_url" --dial-timeout 1s endpoint health >/dev/null 2>&1; then healthy=1; break; fi
+  sleep 0.05
+done
+[ -n "$healthy" ] || { echo "demo: etcd did not start:" >&2; cat "$work/etcd.log" >&2; exit 1; }
+echo "etcd on $etcd_url"
+
+# The same workload as act 1. Both masters stay up with live traffic (a new
+# object every 100 ms); the standby restored the objects and never announces
+# them: only a snapshot brings them to a subscriber.
+workload=(--sglang-workload --layout-json "$work/layout.json" --prompts 4 --pages 169
+          --shared-prefix-pages 100 --seed 2024)
+master=(--etcd "$etcd_url" --keep-running --live-every-ms 100 --wait-subscribers-ms 30000)
+"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.2:*' --admin-port 0 --advertise 127.0.0.2:50051 \
+  "${master[@]}" "${workload[@]}" >/dev/null 2>"$work/leader.log" &
+leader=$!
+act2_pids+=("$leader")
+disown "$leader"  # the router SIGKILLs it: no "Killed" job notice in the demo's output
+ready=$(await_line "$work/leader.log" '"listening"' "$leader")
+event_port=$(sed -n 's/.*"listening":"tcp:[^"]*:\([0-9]*\)".*/\1/p' <<<"$ready")
+admin_port=$(sed -n 's/.*"admin":"http:[^"]*:\([0-9]*\)".*/\1/p' <<<"$ready")
+echo "leader  127.0.0.2 (pid $leader): events tcp://127.0.0.2:$event_port, admin http://127.0.0.2:$admin_port"
+"$build/src/tools/sci-publish" --endpoint "tcp://127.0.0.3:$event_port" --admin-port "$admin_port" \
+  --advertise 127.0.0.3:50051 "${master[@]}" --restore-sglang-workload "${workload[@]:1}" \
+  >/dev/null 2>"$work/standby.log" &
+standby=$!
+act2_pids+=("$standby")
+await_line "$work/standby.log" '"standby"' "$standby" >/dev/null
+echo "standby 127.0.0.3 (pid $standby): same ports, waiting for the leader's lease"
+echo
+"$root/rust-example/target/release/router_demo" --etcd "$etcd_url" --event-port "$event_port" \
+  --admin-port "$admin_port" --kill-leader-pid "$leader" \
+  --layout-json "$work/layout.json" --prompts "$work/prompts.jsonl"

@@ -12,13 +12,13 @@ packages=(
   libssl-dev                      # SHA-256 from libcrypto
   libxxhash-dev                   # XXH3-128 key fingerprints
   libcurl4-openssl-dev            # snapshot downloads and the etcd leader view (resync, HA following)
-  libcpp-httplib-dev              # tests: real HTTP snapshot servers on loopback
-  etcd-server                     # tests: a real etcd for HA following
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
   clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh), -Wthread-safety (scripts/test.sh)
+  etcd-server etcd-client         # a real etcd for the HA tests (tests/etcd_process.h)
+  libcpp-httplib-dev              # sci-publish's admin HTTP server and etcd calls; test HTTP
   python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png
   # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
   # precedence), bindgen + rustfmt for scripts/regen-bindings.sh, and the

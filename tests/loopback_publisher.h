@@ -27,21 +27,11 @@
 
 #include "encode/mooncake_encoder.h"
 #include "encode/mooncake_event.h"
+#include "wait_for.h"
 
 namespace sci::testing {
 
 using namespace std::chrono_literals;
-
-// Polls `done` until it holds or `timeout` passes; returns whether it held.
-// For state another thread changes (counters); every wait is bounded.
-inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 // The socket files of the ipc endpoints a test process made up. ZeroMQ
 // leaves them behind (and a publisher restarted on the same path reuses its

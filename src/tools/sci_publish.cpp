@@ -1,22 +1,31 @@
 // sci-publish: a Mooncake master stand-in. Publishes the production wire
 // format byte for byte, from a script of events or from a deterministic
 // SGLang HiCache workload. The data source of the demo, the benchmarks and
-// the Rust tests.
+// the Rust tests. Optionally it is real enough to resync and fail over
+// against: an admin HTTP server listing the keys it holds (admin_server.h)
+// and the master's leader election through etcd (leader_election.h).
 #include <poll.h>
+#include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "admin_server.h"
 #include "batch_publisher.h"
 #include "command_line.h"
+#include "held_keys.h"
 #include "json_line.h"
+#include "leader_election.h"
 #include "sglang/layout.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
@@ -61,10 +70,18 @@ constexpr FlagSpec kFlags[] = {
     {"seed", "X", "workload: seed of the token ids (default 1)"},
     {"vocab", "V", "workload: token ids are below V (default 32000)"},
     {"prompts-out", "FILE", "workload: write the prompts' token ids there, one JSON line per prompt"},
+    {"keep-running", "", "after publishing, stay up (subscribers, admin server, lease) until SIGINT/SIGTERM"},
+    {"live-every-ms", "MS", "with --keep-running: store a new object live-<pid>-<n> every MS ms, as live traffic"},
+    {"admin-port", "PORT", "serve GET /get_all_keys (held default-tenant keys) on the endpoint's host (0: any port)"},
+    {"restore", "FILE", "hold the objects script FILE stores, as restored by a promoted master: listed, never published"},
+    {"restore-sglang-workload", "", "hold the workload's objects (layout and prompt flags) as restored, never published"},
+    {"etcd", "ENDPOINTS", "first win the leader election through etcd (comma-separated http://host:port)"},
+    {"cluster-id", "ID", "election key mooncake-store/ID/master_view (default mooncake_cluster)"},
+    {"advertise", "IP:PORT", "the RPC address the leader writes under the election key (required with --etcd)"},
     {"help", "", "print this help"},
 };
 
-constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect] (--script FILE | --sglang-workload ...) [options]
+constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect] (--script FILE | --sglang-workload ... | --keep-running) [options]
 
 Publishes KV events in the Mooncake master's production format, byte for
 byte: frames [topic (empty), 8-byte big-endian sequence, msgpack payload],
@@ -89,13 +106,37 @@ SGLang HiCache workers would. Token j of prompt p is
 SplitMix64(seed*0x9E3779B97F4A7C15 + stream*0xBF58476D1CE4E5B9 + j) % vocab,
 stream 0 on the shared prefix and p+1 elsewhere (--prompts-out writes them).
 
+A master to resync and fail over against (docs/wire-formats.md, section 4):
+--admin-port serves GET /get_all_keys on the endpoint's host (127.0.0.1 for
+ipc): the default-tenant keys it holds now, one per line, each ending in
+'\n'. It holds what it published (stored adds, removed drops; applied before
+sending) and what --restore / --restore-sglang-workload name: the objects a
+newly promoted master restored, which it lists but never announces.
+--etcd makes it a candidate first: it waits until the key
+mooncake-store/<cluster-id>/master_view is absent, creates it with the
+--advertise value under a 5 s lease in one transaction, keeps the lease
+alive, and only then binds and publishes, from sequence 1. Two of them on
+127.0.0.2 and 127.0.0.3 with the same ports are a failover on one machine.
+SIGINT / SIGTERM make a leader revoke its lease (the standby takes over at
+once); a killed one's lease expires after 5 s. --keep-running stays up
+after publishing, until a stop signal, as a master does; --live-every-ms
+makes it store a new default-tenant object live-<pid>-<n> (n from 1) every
+MS ms meanwhile, one per message, as a pool in use does (a subscriber's
+resync starts on the first message of its connection).
+
 Before publishing it can wait for subscribers (--wait-subscribers-ms,
 --wait-for-subscriber), so it may be started first. On stderr it prints
-{"listening":"<endpoint>"} (the real port of tcp://host:*) once ready; on
-stdout, at the end, {"messages":M,"events":E,"first_sequence":F,
-"last_sequence":L,"skipped_sequences":K,"subscribers":S,"elapsed_ms":T}.
+{"standby":"<leader>"} while another holds the election key,
+{"leader":"<advertise>","view_key":"...","lease":N} once it won,
+{"etcd_error":"..."} on the first of a run of failed etcd calls, then
+{"listening":"<endpoint>"[,"admin":"http://host:port"]} (the real ports of
+tcp://host:* and --admin-port 0) once ready; on stdout, at the end,
+{"messages":M,"events":E,"first_sequence":F,"last_sequence":L,
+"skipped_sequences":K,"subscribers":S,"elapsed_ms":T[,"held_keys":H]}.
 SIGINT / SIGTERM stop it early (the summary says "interrupted":true).
-Exit status: 0, 1 if the endpoint or a file cannot be used, 2 on bad flags.
+Exit status: 0; 1 if the endpoint, the admin port or a file cannot be used,
+or if a leader lost its lease ("lost_leadership" in the summary); 2 on bad
+flags.
 
 flags:
 )";
@@ -127,33 +168,46 @@ bool SleepUnlessStopped(uint64_t ms) {
   }
 }
 
-struct Source {
-  std::vector<ScriptCommand> script;  // --script
-  bool workload = false;              // --sglang-workload
+// An SGLang workload: a layout and the prompts whose pages are stored.
+struct Workload {
   std::unique_ptr<const Layout> layout;
   std::string tenant;
   std::vector<std::vector<uint32_t>> prompts;
 };
 
-bool LoadSource(const CommandLine& flags, Source* source, std::string* error, int* exit_code) {
-  *exit_code = 2;
-  if (flags.Has("script") == flags.Has("sglang-workload")) {
-    *error = "give exactly one of --script and --sglang-workload";
+// Objects to publish or to hold as restored: a script, or the workload.
+struct Source {
+  std::vector<ScriptCommand> script;
+  bool workload = false;
+};
+
+// The events of a source, without its flushes, gaps and pauses (for the
+// restored objects, which are never published).
+void ForEachEvent(const Source& source, const Workload& workload,
+                  const std::function<void(const ScriptEvent&)>& emit) {
+  if (source.workload) {
+    ForEachStoredObject(*workload.layout, workload.tenant, workload.prompts, emit);
+    return;
+  }
+  for (const ScriptCommand& command : source.script) {
+    if (command.kind == ScriptCommand::Kind::kEvent) emit(command.event);
+  }
+}
+
+bool LoadScript(const std::string& path, std::vector<ScriptCommand>* script, std::string* error, int* exit_code) {
+  std::string text;
+  if (!ReadAll(path, &text, error)) {
+    *exit_code = 1;
     return false;
   }
-  if (flags.Has("script")) {
-    std::string text;
-    if (!ReadAll(flags.Get("script"), &text, error)) {
-      *exit_code = 1;
-      return false;
-    }
-    if (!ParseScript(text, &source->script, error)) {
-      *error = absl::StrFormat("script %s: %s", flags.Get("script"), *error);
-      return false;
-    }
-    return true;
+  if (!ParseScript(text, script, error)) {
+    *error = absl::StrFormat("script %s: %s", path, *error);
+    return false;
   }
-  source->workload = true;
+  return true;
+}
+
+bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* error, int* exit_code) {
   LayoutSpec spec;
   if (flags.Has("layout-json")) {
     std::string text;
@@ -170,30 +224,30 @@ bool LoadSource(const CommandLine& flags, Source* source, std::string* error, in
     return false;
   }
   std::string why;
-  source->layout = Layout::Create(spec, &why);
-  if (source->layout == nullptr) {
+  workload->layout = Layout::Create(spec, &why);
+  if (workload->layout == nullptr) {
     *error = "layout: " + why;
     return false;
   }
-  source->tenant = spec.tenant_id;
-  WorkloadSpec workload;
-  uint64_t prompts = 0, pages = 0, shared = 0, vocab = 0;
-  if (!flags.GetUint("prompts", 1, 1 << 24, &prompts, error) ||
+  workload->tenant = spec.tenant_id;
+  WorkloadSpec prompts;
+  uint64_t count = 0, pages = 0, shared = 0, vocab = 0;
+  if (!flags.GetUint("prompts", 1, 1 << 24, &count, error) ||
       !flags.GetUint("pages", 16, 1 << 24, &pages, error) ||
       !flags.GetUint("shared-prefix-pages", 0, pages, &shared, error) ||
-      !flags.GetUint("seed", 1, UINT64_MAX, &workload.seed, error) ||
+      !flags.GetUint("seed", 1, UINT64_MAX, &prompts.seed, error) ||
       !flags.GetUint("vocab", 32000, UINT32_MAX, &vocab, error)) {
     return false;
   }
-  workload.prompts = static_cast<uint32_t>(prompts);
-  workload.pages = static_cast<uint32_t>(pages);
-  workload.shared_prefix_pages = static_cast<uint32_t>(shared);
-  workload.vocab = static_cast<uint32_t>(vocab);
-  source->prompts = MakePrompts(workload, source->layout->page_size(), source->layout->is_eagle());
+  prompts.prompts = static_cast<uint32_t>(count);
+  prompts.pages = static_cast<uint32_t>(pages);
+  prompts.shared_prefix_pages = static_cast<uint32_t>(shared);
+  prompts.vocab = static_cast<uint32_t>(vocab);
+  workload->prompts = MakePrompts(prompts, workload->layout->page_size(), workload->layout->is_eagle());
   if (flags.Has("prompts-out")) {
     std::ofstream out(flags.Get("prompts-out"), std::ios::binary | std::ios::trunc);
-    for (size_t p = 0; p < source->prompts.size() && out; ++p) {
-      out << JsonLine(Json{{"prompt", p}, {"tokens", source->prompts[p]}}) << "\n";
+    for (size_t p = 0; p < workload->prompts.size() && out; ++p) {
+      out << JsonLine(Json{{"prompt", p}, {"tokens", workload->prompts[p]}}) << "\n";
     }
     if (!out) {
       *error = absl::StrFormat("cannot write \"%s\"", flags.Get("prompts-out"));
@@ -201,6 +255,40 @@ bool LoadSource(const CommandLine& flags, Source* source, std::string* error, in
       return false;
     }
   }
+  return true;
+}
+
+// What to publish (--script, --sglang-workload or nothing with
+// --keep-running) and what to hold as restored (--restore,
+// --restore-sglang-workload); the workload both may name is loaded once.
+bool LoadSources(const CommandLine& flags, Source* published, Source* restored, Workload* workload,
+                 std::string* error, int* exit_code) {
+  *exit_code = 2;
+  if (flags.Has("script") && flags.Has("sglang-workload")) {
+    *error = "give one of --script and --sglang-workload, not both";
+    return false;
+  }
+  if (!flags.Has("script") && !flags.Has("sglang-workload") && !flags.Has("keep-running")) {
+    *error = "give --script or --sglang-workload (or --keep-running to publish nothing)";
+    return false;
+  }
+  if (flags.Has("restore") && flags.Has("restore-sglang-workload")) {
+    *error = "give one of --restore and --restore-sglang-workload, not both";
+    return false;
+  }
+  if (flags.Has("sglang-workload") && flags.Has("restore-sglang-workload")) {
+    *error = "--sglang-workload and --restore-sglang-workload name the same objects: give one";
+    return false;
+  }
+  if ((flags.Has("restore") || flags.Has("restore-sglang-workload")) && !flags.Has("admin-port")) {
+    *error = "--restore and --restore-sglang-workload need --admin-port (only the admin server shows them)";
+    return false;
+  }
+  published->workload = flags.Has("sglang-workload");
+  restored->workload = flags.Has("restore-sglang-workload");
+  if (flags.Has("script") && !LoadScript(flags.Get("script"), &published->script, error, exit_code)) return false;
+  if (flags.Has("restore") && !LoadScript(flags.Get("restore"), &restored->script, error, exit_code)) return false;
+  if (published->workload || restored->workload) return LoadWorkload(flags, workload, error, exit_code);
   return true;
 }
 
@@ -240,27 +328,106 @@ bool LoadConfig(const CommandLine& flags, PublisherConfig* config, std::string* 
   return true;
 }
 
-// Publishes the source once; false if a stop signal cut it short.
-bool PublishOnce(const Source& source, BatchPublisher& publisher) {
-  // Checking for a signal costs a syscall: do it once per batch's worth.
+// The stand-in master's extras: admin server, election, staying up.
+struct MasterConfig {
+  bool keep_running = false;
+  uint64_t live_every_ms = 0;  // 0: no live traffic while staying up
+  int admin_port = -1;  // -1: no admin server
+  std::string admin_host;
+  std::vector<std::string> etcd_endpoints;  // empty: no election
+  std::string cluster_id = LeaderElection::kDefaultClusterId;
+  std::string advertise;
+};
+
+// The host of a tcp:// endpoint, where the admin server listens beside it
+// ("*" is every address); 127.0.0.1 for any other transport.
+std::string AdminHost(const std::string& endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (endpoint.rfind(kTcp, 0) != 0) return "127.0.0.1";
+  std::string host = endpoint.substr(kTcp.size(), endpoint.rfind(':') - kTcp.size());
+  if (host == "*") return "0.0.0.0";
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// "ip:port" with a port from 1 to 65535.
+bool IsHostPort(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  uint64_t port = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data() + colon + 1, end, port);
+  return ec == std::errc() && ptr == end && port >= 1 && port <= 65535;
+}
+
+bool LoadMasterConfig(const CommandLine& flags, const PublisherConfig& publisher, MasterConfig* config,
+                      std::string* error) {
+  config->keep_running = flags.Has("keep-running");
+  if (!flags.GetUint("live-every-ms", 0, INT32_MAX, &config->live_every_ms, error)) return false;
+  if (config->live_every_ms > 0 && !config->keep_running) {
+    *error = "--live-every-ms is the traffic of a master that stays up: give --keep-running too";
+    return false;
+  }
+  if (flags.Has("admin-port")) {
+    uint64_t port = 0;
+    if (!flags.GetUint("admin-port", 0, 65535, &port, error)) return false;
+    config->admin_port = static_cast<int>(port);
+    config->admin_host = AdminHost(publisher.endpoint);
+  }
+  if (!flags.Has("etcd")) {
+    if (flags.Has("cluster-id") || flags.Has("advertise")) {
+      *error = "--cluster-id and --advertise belong to the election: give --etcd too";
+      return false;
+    }
+    return true;
+  }
+  if (!EtcdGateway::ParseEndpoints(flags.Get("etcd"), &config->etcd_endpoints, error)) {
+    *error = "--etcd: " + *error;
+    return false;
+  }
+  config->cluster_id = flags.Get("cluster-id", LeaderElection::kDefaultClusterId);
+  if (config->cluster_id.empty() || config->cluster_id.find('/') != std::string::npos) {
+    *error = absl::StrFormat("--cluster-id \"%s\" must be non-empty and hold no '/'", config->cluster_id);
+    return false;
+  }
+  config->advertise = flags.Get("advertise");
+  if (!IsHostPort(config->advertise)) {
+    *error = absl::StrFormat("--etcd needs --advertise IP:PORT (the leader's RPC address), got \"%s\"",
+                             config->advertise);
+    return false;
+  }
+  return true;
+}
+
+// Prints one JSON line on stderr at once (the tests and the demo read it).
+void Announce(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// Publishes the source once; false if `stopped` cut it short. Every event
+// goes through `add`.
+bool PublishOnce(const Source& source, const Workload& workload, BatchPublisher& publisher,
+                 const std::function<void(const ScriptEvent&)>& add, const std::function<bool()>& stop_requested) {
+  // Checking for a stop costs a syscall: do it once per batch's worth.
   size_t since_check = 0;
   const auto stopped = [&] {
     if (++since_check < PublisherConfig::kMaxBatch) return false;
     since_check = 0;
-    return StopSignal::Raised();
+    return stop_requested();
   };
   if (source.workload) {
     bool interrupted = false;
-    ForEachStoredObject(*source.layout, source.tenant, source.prompts, [&](const ScriptEvent& event) {
+    ForEachStoredObject(*workload.layout, workload.tenant, workload.prompts, [&](const ScriptEvent& event) {
       if (interrupted || (interrupted = stopped())) return;
-      publisher.Add(event);
+      add(event);
     });
     return !interrupted;
   }
   for (const ScriptCommand& command : source.script) {
     if (stopped()) return false;
     switch (command.kind) {
-      case ScriptCommand::Kind::kEvent: publisher.Add(command.event); break;
+      case ScriptCommand::Kind::kEvent: add(command.event); break;
       case ScriptCommand::Kind::kFlush: publisher.Flush(); break;
       case ScriptCommand::Kind::kGap: publisher.Skip(command.count); break;
       case ScriptCommand::Kind::kSleep:
@@ -270,6 +437,27 @@ bool PublishOnce(const Source& source, BatchPublisher& publisher) {
     }
   }
   return true;
+}
+
+// Waits for a stop signal, or for `lost` to hold (checked every 100 ms),
+// calling `tick` every `tick_ms` meanwhile (0: never).
+void StayUp(const std::function<bool()>& lost, uint64_t tick_ms, const std::function<void()>& tick) {
+  using Clock = std::chrono::steady_clock;
+  auto next_tick = Clock::now() + std::chrono::milliseconds(tick_ms);
+  while (!lost()) {
+    int wait_ms = 100;
+    if (tick_ms > 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_tick - Clock::now()).count();
+      if (left <= 0) {
+        tick();
+        next_tick += std::chrono::milliseconds(tick_ms);
+        continue;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left, wait_ms));
+    }
+    pollfd fd{StopSignal::fd(), POLLIN, 0};
+    if (::poll(&fd, 1, wait_ms) > 0) return;
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -284,13 +472,16 @@ int Main(int argc, char** argv) {
     return 0;
   }
   PublisherConfig config;
-  Source source;
+  MasterConfig master;
+  Source published, restored;
+  Workload workload;
   int exit_code = 2;
   uint64_t repeat = 1, subscribers = 1, wait_ms = 0;
-  if (!LoadConfig(flags, &config, &error) || !flags.GetUint("repeat", 1, UINT32_MAX, &repeat, &error) ||
+  if (!LoadConfig(flags, &config, &error) || !LoadMasterConfig(flags, config, &master, &error) ||
+      !flags.GetUint("repeat", 1, UINT32_MAX, &repeat, &error) ||
       !flags.GetUint("subscribers", 1, 1 << 20, &subscribers, &error) ||
       !flags.GetUint("wait-subscribers-ms", 0, INT32_MAX, &wait_ms, &error) ||
-      !LoadSource(flags, &source, &error, &exit_code)) {
+      !LoadSources(flags, &published, &restored, &workload, &error, &exit_code)) {
     std::fprintf(stderr, "sci-publish: %s%s\n", error.c_str(), exit_code == 2 ? " (see --help)" : "");
     return exit_code;
   }
@@ -300,6 +491,40 @@ int Main(int argc, char** argv) {
   }
 
   try {
+    // A candidate binds nothing until it has won: a standby is silent.
+    std::unique_ptr<LeaderElection> election;
+    if (!master.etcd_endpoints.empty()) {
+      const std::string key = LeaderElection::ViewKey(master.cluster_id);
+      election = std::make_unique<LeaderElection>(
+          EtcdGateway(master.etcd_endpoints), key, master.advertise,
+          [&](const std::string& what, const std::string& detail) {
+            Json line = Json::object();
+            SetBytes(line, what, detail);
+            if (what == "leader") {
+              SetBytes(line, "view_key", key);
+              line["lease"] = election->lease();
+            }
+            Announce(JsonLine(line));
+          });
+      if (!election->Campaign(StopSignal::fd())) {
+        Announce(JsonLine(Json{{"interrupted", true}, {"leader", false}}));
+        return 0;
+      }
+    }
+    const auto leadership_lost = [&] { return election != nullptr && election->lost(); };
+
+    std::unique_ptr<HeldKeys> held;
+    std::unique_ptr<AdminServer> admin;
+    if (master.admin_port >= 0) {
+      held = std::make_unique<HeldKeys>();
+      ForEachEvent(restored, workload, [&](const ScriptEvent& event) { held->Apply(event); });
+      admin = std::make_unique<AdminServer>(*held);
+      if (!admin->Start(master.admin_host, master.admin_port, &error)) {
+        std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
+        return 1;
+      }
+    }
+
     BatchPublisher publisher(config);
     if (!publisher.Open(&error)) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
@@ -307,8 +532,8 @@ int Main(int argc, char** argv) {
     }
     Json listening = Json::object();
     SetBytes(listening, "listening", config.bind ? publisher.BoundEndpoint() : config.endpoint);
-    std::fprintf(stderr, "%s\n", JsonLine(listening).c_str());
-    std::fflush(stderr);
+    if (admin != nullptr) listening["admin"] = absl::StrFormat("http://%s:%d", master.admin_host, admin->port());
+    Announce(JsonLine(listening));
 
     int subscribed = 0;
     if (flags.Has("wait-for-subscriber") || flags.Has("wait-subscribers-ms")) {
@@ -321,10 +546,34 @@ int Main(int argc, char** argv) {
       }
     }
 
+    // The held keys change before the event leaves (held_keys.h says why).
+    const auto add = [&](const ScriptEvent& event) {
+      if (held != nullptr) held->Apply(event);
+      publisher.Add(event);
+    };
+    const auto stop_requested = [&] { return StopSignal::Raised() || leadership_lost(); };
     const auto started = std::chrono::steady_clock::now();
-    bool interrupted = StopSignal::Raised();
-    for (uint64_t r = 0; r < repeat && !interrupted; ++r) interrupted = !PublishOnce(source, publisher);
+    bool interrupted = stop_requested();
+    const bool publishes = flags.Has("script") || published.workload;
+    for (uint64_t r = 0; publishes && r < repeat && !interrupted; ++r) {
+      interrupted = !PublishOnce(published, workload, publisher, add, stop_requested);
+    }
+    if (!interrupted && master.keep_running) {
+      publisher.Flush();
+      const std::string live_prefix = absl::StrFormat("live-%d-", ::getpid());
+      uint64_t live = 0;
+      StayUp(leadership_lost, master.live_every_ms, [&] {
+        ScriptEvent event;
+        event.object_key = live_prefix + std::to_string(++live);
+        add(event);
+        publisher.Flush();
+      });
+      interrupted = !leadership_lost();
+    }
     publisher.Close();  // flushes the last batch, then lingers
+    if (admin != nullptr) admin->Stop();
+    const bool lost = leadership_lost();
+    if (election != nullptr && !lost) election->Resign();
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
 
@@ -335,8 +584,14 @@ int Main(int argc, char** argv) {
                     {"skipped_sequences", publisher.skipped()},
                     {"subscribers", subscribed},
                     {"elapsed_ms", elapsed.count()}};
-    if (interrupted) summary["interrupted"] = true;
+    if (held != nullptr) summary["held_keys"] = held->size();
+    if (interrupted && !lost) summary["interrupted"] = true;
+    if (lost) summary["lost_leadership"] = true;
     std::printf("%s\n", JsonLine(summary).c_str());
+    if (lost) {
+      std::fprintf(stderr, "sci-publish: lost the leadership: %s\n", election->lost_reason().c_str());
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sci-publish: %s\n", e.what());
     return 1;

@@ -12,6 +12,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "absl/strings/str_split.h"
 #include "command_line.h"
 #include "encode/mooncake_payload_reader.h"
 #include "index/index.h"
@@ -19,6 +20,7 @@
 #include "wire/message_apply.h"
 #include "stats_json.h"
 #include "stop_signal.h"
+#include "tail_follow.h"
 #include "wire/wire_decoder.h"
 
 namespace sci::tools {
@@ -35,11 +37,20 @@ constexpr FlagSpec kFlags[] = {
     {"connect-timeout-ms", "MS",
      "give up (exit 3) if no connection is made within MS milliseconds (default 10000; 0: wait forever)"},
     {"reconnect-ms", "MS", "ZeroMQ reconnect interval (default 100)"},
+    {"snapshot-url", "URL", "follow mode: resync from this snapshot (http://master:9003/get_all_keys)"},
+    {"resync-min-interval-ms", "MS", "follow mode: at most one snapshot download per MS (default 5000)"},
+    {"snapshot-timeout-ms", "MS", "follow mode: time-out of one whole snapshot download (default 60000)"},
+    {"etcd", "ENDPOINTS", "follow mode: follow the HA leader named in etcd (http://host:port,...); no --endpoint"},
+    {"cluster-id", "ID", "with --etcd: key mooncake-store/ID/master_view (default mooncake_cluster)"},
+    {"event-port", "PORT", "with --etcd: the leader's event publisher port (required)"},
+    {"admin-port", "PORT", "with --etcd: the leader's admin HTTP port (default 9003)"},
     {"help", "", "print this help"},
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
                 [--connect-timeout-ms MS]
+       sci-tail (--endpoint E --snapshot-url URL | --etcd ENDPOINTS --event-port P [--admin-port A])
+                [--resync-min-interval-ms MS] [--snapshot-timeout-ms MS] [--max-messages N] [--timeout-ms MS]
 
 Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
 message, in any wire format the index reads (mooncake, mooncake-v1, engine):
@@ -66,6 +77,21 @@ port) is not silence: after --connect-timeout-ms (default 10 s) without a
 connection it says so on stderr, prints the stats and exits 3; so does any
 other stop before a first connection. Exit status: 0, 1 if the socket cannot
 be set up, 2 on bad flags, 3 if it never connected.
+
+Follow mode (--snapshot-url, or --etcd) runs the library's own subscriber
+with resync (docs/index-semantics.md, "Resync"): at start and after every
+clear it refills the index from the master's snapshot; with --etcd it
+follows the Mooncake HA leader (tcp://<leader ip>:<event-port>, snapshot
+http://<leader ip>:<admin-port>/get_all_keys). The subscriber consumes the
+messages, so instead of them it prints the resync's progress, a line each
+time one of its counters changes:
+
+  {"resync":{"elapsed_ms":812,"resyncing":false,"resyncs":1,"resync_failures":0,
+             "snapshot_keys":1000,"leader_changes":1,"keys":1003,
+             "subscriber_connected":true,"messages_received":4}}
+
+It stops after --max-messages messages received, after --timeout-ms without
+a change, or on SIGINT / SIGTERM, then prints {"stats":{...}}.
 
 flags:
 )";
@@ -276,6 +302,85 @@ class Tail {
   zmq::socket_t monitor_;
 };
 
+// Follow mode's flags as the library's subscriber options; false with
+// *error when they do not make one of the two follow modes.
+bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, FollowLimits* limits,
+                       std::string* error) {
+  const bool etcd = flags.Has("etcd");
+  if (!etcd && !flags.Has("snapshot-url")) {
+    *error = "the resync flags need --snapshot-url (with --endpoint) or --etcd";
+    return false;
+  }
+  if (etcd && (flags.Has("endpoint") || flags.Has("snapshot-url"))) {
+    *error = "with --etcd the endpoint and the snapshot come from the leader: drop --endpoint and --snapshot-url";
+    return false;
+  }
+  if (!etcd && (flags.Has("event-port") || flags.Has("admin-port") || flags.Has("cluster-id"))) {
+    *error = "--event-port, --admin-port and --cluster-id belong to --etcd";
+    return false;
+  }
+  if (!etcd && flags.Get("endpoint").empty()) {
+    *error = "--snapshot-url needs --endpoint (the publisher it resyncs with)";
+    return false;
+  }
+  if (flags.Has("connect-timeout-ms")) {
+    *error = "--connect-timeout-ms is not used in follow mode (subscriber_connected shows the connection)";
+    return false;
+  }
+  uint64_t reconnect = 0, interval = 0, timeout = 0, event_port = 0, admin_port = 0;
+  if (!flags.GetUint("max-messages", 0, UINT64_MAX, &limits->max_messages, error) ||
+      !flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &limits->timeout_ms, error) ||
+      !flags.GetUint("reconnect-ms", SubscriberOptions::kDefaultReconnectMs, INT32_MAX, &reconnect, error) ||
+      !flags.GetUint("resync-min-interval-ms", SubscriberOptions::kDefaultResyncMinIntervalMs, INT32_MAX, &interval,
+                     error) ||
+      !flags.GetUint("snapshot-timeout-ms", SubscriberOptions::kDefaultSnapshotTimeoutMs, INT32_MAX, &timeout,
+                     error) ||
+      !flags.GetUint("event-port", 0, 65535, &event_port, error) ||
+      !flags.GetUint("admin-port", SubscriberOptions::kDefaultAdminPort, 65535, &admin_port, error)) {
+    return false;
+  }
+  if (interval == 0 || timeout == 0) {
+    *error = "--resync-min-interval-ms and --snapshot-timeout-ms must be at least 1";
+    return false;
+  }
+  if (etcd && (event_port == 0 || admin_port == 0)) {
+    *error = "--etcd needs --event-port (1..65535) and an --admin-port of 1..65535";
+    return false;
+  }
+  options->endpoint = flags.Get("endpoint");
+  options->topic = flags.Get("topic");
+  options->reconnect_ms = static_cast<uint32_t>(reconnect);
+  options->snapshot_url = flags.Get("snapshot-url");
+  options->resync_min_interval_ms = static_cast<uint32_t>(interval);
+  options->snapshot_timeout_ms = static_cast<uint32_t>(timeout);
+  if (etcd) {
+    for (absl::string_view endpoint : absl::StrSplit(flags.Get("etcd"), ',', absl::SkipWhitespace())) {
+      options->etcd_endpoints.emplace_back(endpoint);
+    }
+    options->cluster_id = flags.Get("cluster-id", SubscriberOptions::kDefaultClusterId);
+    options->event_port = static_cast<uint32_t>(event_port);
+    options->admin_port = static_cast<uint32_t>(admin_port);
+  }
+  return true;
+}
+
+int FollowMain(const CommandLine& flags) {
+  SubscriberOptions options;
+  FollowLimits limits;
+  std::string error;
+  if (!LoadFollowOptions(flags, &options, &limits, &error)) {
+    std::fprintf(stderr, "sci-tail: %s (see --help)\n", error.c_str());
+    return 2;
+  }
+  if (!StopSignal::Install()) {
+    std::fprintf(stderr, "sci-tail: cannot install the signal handlers\n");
+    return 1;
+  }
+  const int status = FollowWithResync(options, limits, &error);
+  if (status != 0) std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
+  return status;
+}
+
 int Main(int argc, char** argv) {
   CommandLine flags;
   std::string error;
@@ -286,6 +391,10 @@ int Main(int argc, char** argv) {
   if (flags.Has("help")) {
     std::fprintf(stdout, "%s%s", kUsage, FlagHelp(kFlags).c_str());
     return 0;
+  }
+  if (flags.Has("snapshot-url") || flags.Has("etcd") || flags.Has("event-port") || flags.Has("admin-port") ||
+      flags.Has("cluster-id") || flags.Has("resync-min-interval-ms") || flags.Has("snapshot-timeout-ms")) {
+    return FollowMain(flags);
   }
   uint64_t max_messages = 0, timeout_ms = 0, connect_timeout_ms = 0, reconnect_ms = 0;
   if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {

@@ -10,6 +10,17 @@
 //! prompt: {"prompt":p,"tokens":[...]}). With `--published` (the publisher's
 //! stdout summary), the demo waits until the index has applied the
 //! publisher's last sequence before querying; every wait is bounded.
+//!
+//! The failover act follows the Mooncake HA leader named in etcd instead,
+//! resyncing from its snapshot, and plays a crash:
+//!
+//!   router_demo --etcd http://127.0.0.1:2379 --event-port 5557 --admin-port 9003 \
+//!               --layout-json layout.json --prompts prompts.jsonl --kill-leader-pid PID
+//!
+//! It waits until every published prompt hits, prints the table, SIGKILLs the
+//! leader (PID, a sci-publish), prints each change it sees while the standby
+//! takes over and the subscriber follows it (hits gone, then back after the
+//! resync), and prints the table again.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -27,6 +38,15 @@ struct Args {
     prompts: String,
     published: Option<String>,
     timeout: Duration,
+    failover: Option<Failover>,
+}
+
+/// The failover act's flags.
+struct Failover {
+    etcd: String,
+    event_port: u16,
+    admin_port: u16,
+    kill_leader_pid: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -45,14 +65,37 @@ fn parse_args() -> Result<Args, String> {
         values.insert(name.to_string(), value);
     }
     let mut take = |name: &str| values.remove(name);
+    let failover = match take("etcd") {
+        None => None,
+        Some(etcd) => {
+            let mut number = |name: &str| -> Result<u32, String> {
+                let value = take(name).ok_or_else(|| format!("--etcd needs --{}", name))?;
+                value.parse().map_err(|_| format!("bad --{} {:?}", name, value))
+            };
+            let port = |value: u32, name: &str| {
+                u16::try_from(value).map_err(|_| format!("bad --{} {}", name, value))
+            };
+            Some(Failover {
+                etcd,
+                event_port: port(number("event-port")?, "event-port")?,
+                admin_port: port(number("admin-port")?, "admin-port")?,
+                kill_leader_pid: number("kill-leader-pid")?,
+            })
+        }
+    };
     let args = Args {
-        endpoint: take("endpoint").ok_or("--endpoint is required")?,
+        endpoint: if failover.is_some() {
+            take("endpoint").unwrap_or_default()
+        } else {
+            take("endpoint").ok_or("--endpoint is required")?
+        },
         layout_json: take("layout-json").ok_or("--layout-json is required")?,
         prompts: take("prompts").ok_or("--prompts is required")?,
         published: take("published"),
         timeout: Duration::from_secs(take("timeout-s").map_or(Ok(60), |v| {
             v.parse().map_err(|_| format!("bad --timeout-s {:?}", v))
         })?),
+        failover,
     };
     if let Some(unknown) = values.keys().next() {
         return Err(format!("unknown flag --{}", unknown));
@@ -141,17 +184,35 @@ fn run(args: Args) -> Result<(), String> {
 
     let index = Arc::new(Index::new().map_err(error)?);
     let started = Instant::now();
-    let subscriber = Subscriber::start(
-        index.clone(),
-        &SubscriberOptions::new(args.endpoint.clone()),
-    )
-    .map_err(error)?;
-    println!("following {}", args.endpoint);
+    let options = match &args.failover {
+        None => SubscriberOptions::new(args.endpoint.clone()),
+        // A snapshot at most every 200 ms: the demo's master is on loopback.
+        Some(f) => SubscriberOptions::follow_leader(f.etcd.clone(), f.event_port, f.admin_port)
+            .resync_min_interval(Duration::from_millis(200)),
+    };
+    let subscriber = Subscriber::start(index.clone(), &options).map_err(error)?;
+    match &args.failover {
+        None => println!("following {}", args.endpoint),
+        Some(f) => println!(
+            "following the Mooncake leader named in etcd ({}): events on port {}, snapshot on port {}",
+            f.etcd, f.event_port, f.admin_port
+        ),
+    }
 
     let prompts = wait_for(args.timeout, || {
         read_prompts(&args.prompts).ok().filter(|p| !p.is_empty())
     })
     .ok_or_else(|| format!("no prompts in {} after {:?}", args.prompts, args.timeout))?;
+    let mut scratch = PageScratch::with_capacity(prompts[0].len() / page as usize + 32);
+    if args.failover.is_some() {
+        // The leader keeps running: wait until the resync and the stream
+        // have brought every published prompt in.
+        wait_for(args.timeout, || {
+            let resynced = index.stats().ok().map_or(false, |s| s.resyncs > 0 && !s.resyncing);
+            (resynced && all_hit(&index, &layout, &prompts, &mut scratch)).then_some(())
+        })
+        .ok_or_else(|| format!("the published prompts did not all hit within {:?}: {:?}", args.timeout, index.stats()))?;
+    }
     if let Some(published) = &args.published {
         let last = wait_for(args.timeout, || published_last_sequence(published))
             .ok_or_else(|| format!("the publisher did not finish within {:?}", args.timeout))?;
@@ -219,26 +280,119 @@ fn run(args: Args) -> Result<(), String> {
         block_size: page / 2,
     });
 
-    let mut scratch = PageScratch::with_capacity(pages + 32);
+    print_table(&index, &layout, &queries, &mut scratch)?;
+    println!(
+        "\nhit ranges: runs of consecutive pages whose every object is in the pool. The first query\n\
+         of a page checks each of its object keys and then trusts its group; later queries answer\n\
+         with one lookup per page (fast path) until an event touches the group."
+    );
+    if let Some(failover) = &args.failover {
+        fail_over(&index, &layout, &prompts, &queries, failover, args.timeout, &mut scratch)?;
+    }
+    drop(subscriber);
+    print_counters(&index.stats().map_err(error)?);
+    Ok(())
+}
+
+/// Whether every page of every prompt is in the pool.
+fn all_hit(index: &Index, layout: &Layout, prompts: &[Vec<u32>], scratch: &mut PageScratch) -> bool {
+    prompts.iter().all(|tokens| {
+        index
+            .check_pages(layout, tokens, layout.page_size(), scratch)
+            .map_or(false, |hits| hits.total_hits() == hits.n_pages())
+    })
+}
+
+/// The failover act: the leader crashes (SIGKILL); its lease expires, the
+/// standby wins the election and the subscriber follows it. Prints every
+/// change of (hits of prompt 0, resyncing, leader changes) on the way, then
+/// the table again.
+fn fail_over(
+    index: &Index,
+    layout: &Layout,
+    prompts: &[Vec<u32>],
+    queries: &[Query],
+    failover: &Failover,
+    timeout: Duration,
+    scratch: &mut PageScratch,
+) -> Result<(), String> {
+    let error = |e: shared_cache_index::Error| e.to_string();
+    let before = index.stats().map_err(error)?;
+    println!(
+        "\n== the master fails over: SIGKILL to the leader (pid {}); its 5 s lease must expire first",
+        failover.kill_leader_pid
+    );
+    let killed = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &failover.kill_leader_pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill: {}", e))?;
+    if !status.success() {
+        return Err(format!("could not kill the leader (pid {})", failover.kill_leader_pid));
+    }
+    let pages = prompts[0].len() / layout.page_size() as usize;
+    let mut shown = None;
+    loop {
+        let stats = index.stats().map_err(error)?;
+        let hits = index
+            .check_pages(layout, &prompts[0], layout.page_size(), scratch)
+            .map_err(error)?
+            .total_hits();
+        let state = (hits, stats.resyncing, stats.leader_changes);
+        if shown != Some(state) {
+            println!(
+                "  +{:5.2} s  leader changes {}  resyncing {:<3}  prompt 0: {:>3}/{} pages hit",
+                killed.elapsed().as_secs_f64(),
+                stats.leader_changes,
+                if stats.resyncing { "yes" } else { "no" },
+                hits,
+                pages
+            );
+            shown = Some(state);
+        }
+        if stats.leader_changes > before.leader_changes
+            && stats.resyncs > before.resyncs
+            && !stats.resyncing
+            && all_hit(index, layout, prompts, scratch)
+        {
+            break;
+        }
+        if killed.elapsed() > timeout {
+            return Err(format!("the hits did not come back within {:?}: {:?}", timeout, stats));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    let stats = index.stats().map_err(error)?;
+    println!(
+        "hits restored {:.2} s after the kill: the new leader's snapshot ({} keys) loaded, its stream caught up\n",
+        killed.elapsed().as_secs_f64(),
+        stats.snapshot_keys
+    );
+    print_table(index, layout, queries, scratch)
+}
+
+/// The table: for each query, pages, hits, hit ranges and query times.
+fn print_table(index: &Index, layout: &Layout, queries: &[Query], scratch: &mut PageScratch) -> Result<(), String> {
+    let error = |e: shared_cache_index::Error| e.to_string();
     println!("| request | pages | hit | hit ranges | first query | warm query (median) | fast path (warm) |");
     println!("|---|---:|---:|---|---:|---:|---:|");
-    for query in &queries {
+    for query in queries {
         let t0 = Instant::now();
         let cold = index
-            .check_pages(&layout, &query.tokens, query.block_size, &mut scratch)
+            .check_pages(layout, &query.tokens, query.block_size, scratch)
             .map_err(error)?
             .summary();
         let cold_time = t0.elapsed();
         let mut times: Vec<Duration> = (0..101)
             .map(|_| {
                 let t = Instant::now();
-                let _ = index.check_pages(&layout, &query.tokens, query.block_size, &mut scratch);
+                let _ = index.check_pages(layout, &query.tokens, query.block_size, scratch);
                 t.elapsed()
             })
             .collect();
         times.sort();
         let warm = index
-            .check_pages(&layout, &query.tokens, query.block_size, &mut scratch)
+            .check_pages(layout, &query.tokens, query.block_size, scratch)
             .map_err(error)?;
         assert_eq!(
             warm.total_hits(),
@@ -256,14 +410,6 @@ fn run(args: Args) -> Result<(), String> {
             warm.fast_path()
         );
     }
-
-    println!(
-        "\nhit ranges: runs of consecutive pages whose every object is in the pool. The first query\n\
-         of a page checks each of its object keys and then trusts its group; later queries answer\n\
-         with one lookup per page (fast path) until an event touches the group."
-    );
-    drop(subscriber);
-    print_counters(&index.stats().map_err(error)?);
     Ok(())
 }
 
@@ -277,7 +423,7 @@ fn common_prefix_pages(prompts: &[Vec<u32>], page: usize) -> usize {
 
 fn print_counters(s: &Stats) {
     println!("\nindex counters:");
-    let rows: [(&str, String); 14] = [
+    let rows: [(&str, String); 18] = [
         ("keys", s.keys.to_string()),
         (
             "groups (verified)",
@@ -301,6 +447,10 @@ fn print_counters(s: &Stats) {
         ("pages checked", s.pages_checked.to_string()),
         ("page hits", s.page_hits.to_string()),
         ("fast-path hits", s.fast_path_hits.to_string()),
+        ("resyncs (failures)", format!("{} ({})", s.resyncs, s.resync_failures)),
+        ("snapshot keys (last resync)", s.snapshot_keys.to_string()),
+        ("resyncing", s.resyncing.to_string()),
+        ("leader changes", s.leader_changes.to_string()),
     ];
     for (name, value) in rows.iter() {
         println!("  {:<34} {}", name, value);
@@ -314,7 +464,9 @@ fn main() -> ExitCode {
                 eprintln!("router_demo: {}", message);
             }
             eprintln!(
-                "usage: router_demo --endpoint E --layout-json FILE --prompts FILE [--published FILE] [--timeout-s N]"
+                "usage: router_demo --endpoint E --layout-json FILE --prompts FILE [--published FILE] [--timeout-s N]\n       \
+                 router_demo --etcd ENDPOINTS --event-port P --admin-port A --kill-leader-pid PID \\\n                   \
+                 --layout-json FILE --prompts FILE [--timeout-s N]"
             );
             ExitCode::from(2)
         }

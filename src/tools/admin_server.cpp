@@ -1,0 +1,52 @@
+#include "admin_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace sci::tools {
+namespace {
+
+constexpr size_t kChunkBytes = 64 * 1024;
+
+}  // namespace
+
+AdminServer::AdminServer(const HeldKeys& keys) : keys_(keys), server_(std::make_unique<httplib::Server>()) {
+  server_->Get("/get_all_keys", [this](const httplib::Request&, httplib::Response& response) {
+    std::shared_ptr<const std::string> body = keys_.Listing();
+    served_.fetch_add(1, std::memory_order_relaxed);
+    const size_t length = body->size();
+    if (length == 0) {
+      // cpp-httplib never completes a provider of zero bytes.
+      response.set_content("", "text/plain");
+      return;
+    }
+    response.set_content_provider(length, "text/plain",
+                                  [body](size_t offset, size_t length_left, httplib::DataSink& sink) {
+                                    const size_t n = std::min({kChunkBytes, length_left, body->size() - offset});
+                                    return sink.write(body->data() + offset, n);
+                                  });
+  });
+}
+
+AdminServer::~AdminServer() { Stop(); }
+
+bool AdminServer::Start(const std::string& host, int port, std::string* error) {
+  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ < 0) {
+    *error = absl::StrFormat("admin server: cannot bind %s:%d", host, port);
+    return false;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return true;
+}
+
+void AdminServer::Stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+}  // namespace sci::tools
