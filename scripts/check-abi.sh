@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Compares the ABI of a built libshared_cache_index.so with the committed
-# baseline of this ABI major version, and fails on any incompatible change.
+# Compares the ABI of a built libshared_cache_index.so with every committed
+# baseline of this ABI major version (abi/shared_cache_index.abi-<release>.dump,
+# one per release: 1.0.0, 1.1.0, ...), and fails on any incompatible change
+# against any of them: a 1.1 library must still serve callers built on 1.0.
 #   scripts/check-abi.sh [build-dir]            check
-#   scripts/check-abi.sh [build-dir] --update   write a new baseline (a release)
+#   scripts/check-abi.sh [build-dir] --update   write this release's baseline
 # Needs abi-dumper and abi-compliance-checker (scripts/install-deps.sh).
 # abi-dumper reads the library's debug info. A build without it (Release,
 # MinSizeRel) is not skipped: the library is rebuilt with debug info into
@@ -14,7 +16,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 lib=$(readlink -f "$build/libshared_cache_index.so")
-baseline=$root/abi/shared_cache_index.abi-v1.dump
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -40,16 +41,23 @@ version=$(sed -n 's/.*SCI_VERSION_STRING "\(.*\)"/\1/p' "$build/generated/versio
 abi-dumper "$lib" -o "$work/current.dump" -lver "$version" -public-headers "$root/include" >/dev/null
 
 if [ "${2:-}" = "--update" ]; then
+  baseline=$root/abi/shared_cache_index.abi-$version.dump
   cp "$work/current.dump" "$baseline"
   echo "check-abi: baseline written to ${baseline#$root/} (version $version)"
   exit 0
 fi
 
-if abi-compliance-checker -l shared_cache_index -old "$baseline" -new "$work/current.dump" \
-     -report-path "$work/report.html" >"$work/log" 2>&1; then
-  grep -E '^(Binary|Source) compatibility' "$work/log" | sed 's/^/check-abi: /'
-else
-  cat "$work/log"
-  echo "check-abi: the ABI changed incompatibly against ${baseline#$root/}; bump SCI_ABI_VERSION or restore it"
-  exit 1
-fi
+major=${version%%.*}
+shopt -s nullglob
+baselines=("$root"/abi/shared_cache_index.abi-"$major".*.dump)
+[ ${#baselines[@]} -gt 0 ] || { echo "check-abi: no baseline of ABI $major in abi/"; exit 1; }
+for baseline in "${baselines[@]}"; do
+  if abi-compliance-checker -l shared_cache_index -old "$baseline" -new "$work/current.dump" \
+       -report-path "$work/report.html" >"$work/log" 2>&1; then
+    grep -E '^(Binary|Source) compatibility' "$work/log" | sed "s|^|check-abi: against ${baseline#$root/}: |"
+  else
+    cat "$work/log"
+    echo "check-abi: the ABI changed incompatibly against ${baseline#$root/}; bump SCI_ABI_VERSION or restore it"
+    exit 1
+  fi
+done
