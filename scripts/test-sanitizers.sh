@@ -23,12 +23,13 @@ fi
 if [[ $which == all || $which == tsan ]]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=thread \
         -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
-  # The suites where threads meet: readers against a writer, the subscriber
-  # thread against queries, the model test's concurrent readers, and the
-  # subscriber thread under injected faults.
+  # The suites where threads meet: the table lock alone, readers against a
+  # writer, the subscriber thread against queries, the model test's
+  # concurrent readers, the subscriber thread under injected faults, and
+  # callbacks that stop their own subscriber or set another callback.
   tsan_targets=""
-  for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test \
-           fault_injection_test; do
+  for t in rw_lock_test index_concurrency_test page_query_concurrency_test index_model_test subscriber_test \
+           fault_injection_test capi_callback_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086
