@@ -58,7 +58,7 @@ Index::Index(IndexOptions options)
 // ---------------------------------------------------------------- writer --
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
@@ -90,7 +90,7 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events) {
 }
 
 void Index::Clear() {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   ClearTables();
   counters_.clears.Add();
 }
