@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix and builds a C consumer
-# against it six ways: pkg-config shared / static (compiled and linked by the
+# against it six ways (after checking the .pc file names every library the
+# shared library needs): pkg-config shared / static (compiled and linked by the
 # C compiler driver), and find_package shared / static from a C-only CMake
 # project and from a mixed C/C++ one. Each consumer must run and print
 # "consumer OK"; the installed tools must run.
@@ -31,6 +32,18 @@ run() {  # name, binary
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "$work/pc_shared" \
   $(pkg-config --cflags --libs shared_cache_index) -Wl,-rpath,"$libdir"
 run "pkg-config shared" "$work/pc_shared"
+
+# Every library the shared library needs is named for static linking: a
+# dependency added to the build but forgotten in the .pc file fails here,
+# before any consumer does. (libc and libgcc_s come with every link.)
+static_libs=" $(pkg-config --static --libs shared_cache_index) "
+for needed in $(readelf -d "$libdir/libshared_cache_index.so" | sed -n 's/.*(NEEDED).*\[lib\([^]]*\)\.so[^]]*\]/\1/p'); do
+  case $needed in c | gcc_s) continue ;; esac
+  if [[ $static_libs != *" -l$needed "* ]]; then
+    echo "pkg-config --static --libs lacks -l$needed (libshared_cache_index.so needs lib$needed)"; exit 1
+  fi
+done
+echo "pkg-config --static names every library the shared library needs"
 
 # pkg-config, static: the archive by path, its dependencies (the C++ runtime
 # included) from --static; cc, not c++, links it.
