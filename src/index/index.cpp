@@ -12,7 +12,7 @@ Index::Index(IndexOptions options)
 // ---------------------------------------------------------------- writer --
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules) {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
@@ -59,13 +59,13 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
 }
 
 void Index::Clear() {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   ClearTables();
   counters_.clears.Add();
 }
 
 void Index::Hold() {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   // Held before the tables are touched: a reader that takes the lock after
   // any of the changes below sees the hold (the lock orders them).
   held_.store(true, std::memory_order_relaxed);
@@ -73,12 +73,12 @@ void Index::Hold() {
 }
 
 void Index::Release() {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   held_.store(false, std::memory_order_relaxed);
 }
 
 void Index::LoadKeys(std::span<const std::string_view> keys) {
-  absl::MutexLock apply(&apply_mu_);
+  WriterLock apply(apply_mu_);
   const uint64_t seed = TenantSeed({});
   for (std::string_view object_key : keys) {
     const Fingerprint key = FingerprintOf(seed, object_key);

@@ -39,7 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "index/annotated_mutex.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
 #include "index/table_lock.h"
@@ -322,7 +322,7 @@ class Index {
 
   // Serialises writers; guards the cursor and the generation counter.
   // Taken before tables_lock_, never after it.
-  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
+  AnnotatedMutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
   bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
