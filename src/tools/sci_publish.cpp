@@ -491,6 +491,15 @@ int Main(int argc, char** argv) {
   }
 
   try {
+    // What the master holds is ready before the campaign, as a standby's
+    // restored state is: a takeover then costs the election and a bind, not
+    // the loading of (say) a million keys.
+    std::unique_ptr<HeldKeys> held;
+    if (master.admin_port >= 0) {
+      held = std::make_unique<HeldKeys>();
+      ForEachEvent(restored, workload, [&](const ScriptEvent& event) { held->Apply(event); });
+    }
+
     // A candidate binds nothing until it has won: a standby is silent.
     std::unique_ptr<LeaderElection> election;
     if (!master.etcd_endpoints.empty()) {
@@ -513,11 +522,8 @@ int Main(int argc, char** argv) {
     }
     const auto leadership_lost = [&] { return election != nullptr && election->lost(); };
 
-    std::unique_ptr<HeldKeys> held;
     std::unique_ptr<AdminServer> admin;
-    if (master.admin_port >= 0) {
-      held = std::make_unique<HeldKeys>();
-      ForEachEvent(restored, workload, [&](const ScriptEvent& event) { held->Apply(event); });
+    if (held != nullptr) {
       admin = std::make_unique<AdminServer>(*held);
       if (!admin->Start(master.admin_host, master.admin_port, &error)) {
         std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
