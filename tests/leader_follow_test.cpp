@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "etcd_instance.h"
+#include "etcd_process.h"
 #include "feed/etcd_view.h"
 #include "common/log.h"
 #include "feed/subscriber.h"
@@ -21,7 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::AbsentKeyReader;
-using testing::EtcdInstance;
+using testing::EtcdProcess;
 using testing::Master;
 using testing::TickUntil;
 using testing::WaitFor;
@@ -33,7 +33,8 @@ int PortOf(const std::string& endpoint) { return std::stoi(endpoint.substr(endpo
 class LeaderFollowTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    etcd_ = std::make_unique<EtcdInstance>(SCI_ETCD_EXECUTABLE);
+    etcd_ = std::make_unique<EtcdProcess>();
+    ASSERT_TRUE(etcd_->ok()) << etcd_->error();
     first_ = std::make_unique<Master>("127.0.0.2", "tcp://127.0.0.2:*", 0);
     event_port_ = PortOf(first_->publisher().endpoint());
     admin_port_ = first_->snapshot().port();
@@ -57,7 +58,7 @@ class LeaderFollowTest : public ::testing::Test {
 
   Stats S() const { return index_.GetStats(); }
 
-  std::unique_ptr<EtcdInstance> etcd_;
+  std::unique_ptr<EtcdProcess> etcd_;
   std::unique_ptr<Master> first_, second_;
   int event_port_ = 0, admin_port_ = 0;
   Index index_;
