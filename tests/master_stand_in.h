@@ -81,7 +81,15 @@ class AbsentKeyReader {
           }
         }) {}
   ~AbsentKeyReader() { Stop(); }
+  // Lets the reader finish one more round of queries (bounded: 10 s), so it
+  // has queried the state the test reached even if it was slow to start on
+  // a busy machine, then stops it.
   void Stop() {
+    const uint64_t seen = queries_.load();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!stop_.load() && queries_.load() <= seen + 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
   }

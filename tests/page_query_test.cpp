@@ -162,8 +162,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"MlaPp2", Mla(2)}, Variant{"MlaTagged", Tagged(Mla(1), "tag")},
                       Variant{"SplitHeadsTpLcm", SplitHeads(2, 4)}, Variant{"PoolsBare", Pools("", "")},
                       Variant{"PoolsTag", Pools("", "tag")}, Variant{"PoolsKeyPrefixAndTag", Pools("kp", "tag")},
-                      Variant{"Eagle", Eagle()}, Variant{"Tenant", InTenant(Mha(2, 1), "tenant-a")}),
+                      Variant{"Eagle", Eagle()}, Variant{"Tenant", InTenant(Mha(2, 1), "tenant-a")},
+                      // Prefixes that move or keep the split of the key
+                      // fingerprints (index/fingerprint.h): a tag of 64 hex
+                      // digits splits keys and group ids inside the prefix
+                      // (the query hashes whole keys then); one of 63 does not.
+                      Variant{"HexTag64", Tagged(Mha(2, 1), std::string(64, 'a'))},
+                      Variant{"HexTag63", Tagged(Mha(2, 1), std::string(63, 'F'))},
+                      Variant{"PoolsHexKeyPrefix64", Pools(std::string(64, '7'), "")}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
+
+// The query derives key fingerprints from a page's head and the layout's
+// suffix parts only where that gives what the writer computes from the
+// whole key; the variants above prove the answers either way.
+TEST(LayoutFingerprints, KeysSplitAfterTheHashUnlessThePrefixHoldsAHexRun) {
+  EXPECT_TRUE(Make(Mha(8, 1))->split_keys());
+  EXPECT_TRUE(Make(Tagged(Mha(2, 1), std::string(63, 'F')))->split_keys());
+  EXPECT_FALSE(Make(Tagged(Mha(2, 1), std::string(64, 'a')))->split_keys());
+  EXPECT_FALSE(Make(Pools(std::string(64, '7'), ""))->split_keys());
+}
 
 // ---- page rules ----
 

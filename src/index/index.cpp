@@ -83,6 +83,7 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   for (std::string_view object_key : keys) {
     const Fingerprint key = FingerprintOf(seed, object_key);
     WarmUp(key, nullptr);
+    MakeRoom(key, nullptr);
     WriterLock lock(tables_lock_);
     StoreKey(key, nullptr);  // no group: an exact-path hit, never marked verified
   }
@@ -118,6 +119,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   // the lock is then held for in-cache updates only, and readers wait a
   // fraction of a DRAM round trip per event instead of several.
   WarmUp(key, labelled ? &group : nullptr);
+  if (event.kind == EventKind::kStored) MakeRoom(key, labelled ? &group : nullptr);
 
   WriterLock lock(tables_lock_);
   if (event.kind == EventKind::kStored) {
@@ -133,13 +135,34 @@ void Index::WarmUp(const Fingerprint& key, const Fingerprint* group) const {
   const KeyTable& keys = key_shards_[ShardOf(packed)];
   // volatile: the lookups are wanted for their loads, not their answers.
   volatile bool sink = false;
-  auto it = keys.find(packed);
-  if (it != keys.end() && it->second != kNoGroup) {
-    const Fingerprint& current = group_of_ref_[it->second];
-    sink = group_shards_[ShardOf(current)].contains(current);
+  const GroupRef* ref = keys.find(packed);
+  if (ref != nullptr && *ref != kNoGroup) {
+    const Fingerprint& current = group_of_ref_[*ref];
+    sink = group_shards_[GroupShardOf(current)].contains(PackedKey(current));
   }
-  if (group != nullptr) sink = group_shards_[ShardOf(*group)].contains(*group);
+  if (group != nullptr) sink = group_shards_[GroupShardOf(*group)].contains(PackedKey(*group));
   (void)sink;
+}
+
+namespace {
+
+// Swaps `grown` into `table` under `lock`; the old bucket array (now in
+// `grown`) is freed after the lock is released.
+template <typename Table>
+void SwapIn(TableLock& lock, Table& table, Table grown) {
+  WriterLock hold(lock);
+  table.swap(grown);
+}
+
+}  // namespace
+
+void Index::MakeRoom(const Fingerprint& key, const Fingerprint* group) {
+  KeyTable& keys = key_shards_[ShardOf(key)];
+  if (keys.full()) SwapIn(tables_lock_, keys, keys.Grown());
+  if (group != nullptr) {
+    GroupTable& groups = group_shards_[GroupShardOf(*group)];
+    if (groups.full()) SwapIn(tables_lock_, groups, groups.Grown());
+  }
 }
 
 bool Index::HasRoom() const {
@@ -150,8 +173,8 @@ bool Index::HasRoom() const {
 void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
   const PackedKey packed(key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
-  auto it = keys.find(packed);
-  if (it == keys.end()) {
+  GroupRef* ref = keys.find(packed);
+  if (ref == nullptr) {
     if (!HasRoom()) {
       // Refusing keeps the answer conservative: a key we do not hold can
       // only turn a hit into a miss. The group still learns that it has a
@@ -162,18 +185,19 @@ void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
       }
       return;
     }
-    it = keys.emplace(packed, kNoGroup).first;
+    ref = keys.insert_absent(packed, kNoGroup);
     key_count_.fetch_add(1, std::memory_order_relaxed);
   }
   // A new physical object of the group may be one a verification did not
   // see: the group must be proven again (AcquireGroup invalidates it). The
   // group the key leaves, even if it is the same one, loses a key it was
   // verified with.
-  const GroupRef previous = it->second;
+  // (AcquireGroup changes the group table only: `ref` stays valid.)
+  const GroupRef previous = *ref;
   GroupState* next = group != nullptr ? AcquireGroup(*group) : nullptr;
   const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
   if (previous == next_ref) return;
-  it->second = next_ref;
+  *ref = next_ref;
   if (next != nullptr) ++next->keys;
   if (previous != kNoGroup) DetachKey(previous);
 }
@@ -181,10 +205,9 @@ void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
 void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
   const PackedKey packed(key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
-  auto it = keys.find(packed);
-  if (it != keys.end()) {
-    const GroupRef ref = it->second;
-    keys.erase(it);
+  if (GroupRef* found = keys.find(packed)) {
+    const GroupRef ref = *found;
+    keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
@@ -198,9 +221,7 @@ void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
 }
 
 Index::GroupState* Index::FindGroup(const Fingerprint& group) {
-  GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
-  return it == groups.end() ? nullptr : &it->second;
+  return group_shards_[GroupShardOf(group)].find(PackedKey(group));
 }
 
 Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
@@ -226,16 +247,16 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
   GroupState state;
   state.generation = next_generation_++;
   state.ref = ref;
-  auto [it, inserted] = group_shards_[ShardOf(group)].emplace(group, state);
+  GroupState* stored = group_shards_[GroupShardOf(group)].insert_absent(PackedKey(group), state);
   group_count_.fetch_add(1, std::memory_order_relaxed);
-  return &it->second;
+  return stored;
 }
 
 void Index::DetachKey(GroupRef ref) {
   const Fingerprint group = group_of_ref_[ref];
-  GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
-  GroupState& state = it->second;
+  GroupTable& groups = group_shards_[GroupShardOf(group)];
+  GroupState* found = groups.find(PackedKey(group));
+  GroupState& state = *found;
   if (--state.keys > 0) {
     Invalidate(state);
     return;
@@ -244,7 +265,7 @@ void Index::DetachKey(GroupRef ref) {
   // another group (a probe of this one sees the group gone, or a new
   // generation, and marks nothing).
   ForgetVerification(state);
-  groups.erase(it);
+  groups.erase(found);
   group_count_.fetch_sub(1, std::memory_order_relaxed);
   free_refs_.push_back(ref);
 }
@@ -275,22 +296,31 @@ void Index::DropAllVerification() {
   // would look current again, so wipe every word.
   verify_state_.store(uint64_t{1} << 32, std::memory_order_release);
   for (GroupTable& groups : group_shards_) {
-    for (auto& [fingerprint, state] : groups) state.verification.word.store(0, std::memory_order_relaxed);
+    groups.for_each([](const PackedKey&, GroupState& state) { state.verification.word.store(0, std::memory_order_relaxed); });
   }
 }
 
 void Index::ClearTables() {
-  // Shard by shard, so readers wait for one shard's release at a time.
-  for (size_t i = 0; i < kShards; ++i) {
-    WriterLock lock(tables_lock_);
-    key_count_.fetch_sub(key_shards_[i].size(), std::memory_order_relaxed);
-    key_shards_[i].clear();
-    group_count_.fetch_sub(group_shards_[i].size(), std::memory_order_relaxed);
-    group_shards_[i].clear();
-  }
+  // Verifications first, then the groups (nothing can be verified without
+  // them), then the keys: while the keys go shard by shard, no group whose
+  // keys are already gone can answer a hit.
   {
     WriterLock lock(tables_lock_);
     DropAllVerification();
+  }
+  // Shard by shard, so readers wait for one shard's release at a time, and
+  // each array is freed (unmapped) after its lock is released.
+  for (GroupTable& groups : group_shards_) {
+    GroupTable gone;
+    WriterLock lock(tables_lock_);
+    group_count_.fetch_sub(groups.size(), std::memory_order_relaxed);
+    groups.swap(gone);
+  }
+  for (KeyTable& keys : key_shards_) {
+    KeyTable gone;
+    WriterLock lock(tables_lock_);
+    key_count_.fetch_sub(keys.size(), std::memory_order_relaxed);
+    keys.swap(gone);
   }
   // No key refers to any group now: every ref is free again.
   group_of_ref_.resize(1);
@@ -347,25 +377,23 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
   KeyCheck check{true, group != kNoGroup};
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
-    const KeyTable& table = key_shards_[ShardOf(packed)];
-    auto it = table.find(packed);
-    if (it == table.end()) return KeyCheck{};
-    check.all_under_group = check.all_under_group && it->second == group;
+    const GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
+    if (ref == nullptr) return KeyCheck{};
+    check.all_under_group = check.all_under_group && *ref == group;
   }
   return check;
 }
 
 GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
   if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
-  const GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
-  if (it == groups.end()) return GroupProbe{};
+  const GroupState* state = group_shards_[GroupShardOf(group)].find(PackedKey(group));
+  if (state == nullptr) return GroupProbe{};
   GroupProbe probe;
   probe.exists = true;
-  probe.ref = it->second.ref;
-  probe.generation = it->second.generation;
+  probe.ref = state->ref;
+  probe.generation = state->generation;
   probe.verify_epoch = CurrentVerifyEpoch();
-  probe.verified = layout != 0 && it->second.verification.word.load(std::memory_order_acquire) ==
+  probe.verified = layout != 0 && state->verification.word.load(std::memory_order_acquire) ==
                                       PackVerification(probe.verify_epoch, layout);
   return probe;
 }
@@ -373,17 +401,16 @@ GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) co
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
   if (held_.load(std::memory_order_relaxed)) return false;
-  GroupTable& groups = group_shards_[ShardOf(group)];
-  auto it = groups.find(group);
+  GroupState* state = group_shards_[GroupShardOf(group)].find(PackedKey(group));
   // A key stored under the group, or leaving it, since the probe: what the
   // caller checked may not be the group's current object set.
-  if (it == groups.end() || it->second.generation != probe.generation) return false;
+  if (state == nullptr || state->generation != probe.generation) return false;
   // A clear since the probe.
   const uint32_t epoch = probe.verify_epoch;
   if (CurrentVerifyEpoch() != epoch) return false;
 
   const uint64_t desired = PackVerification(epoch, layout);
-  std::atomic<uint64_t>& word = it->second.verification.word;
+  std::atomic<uint64_t>& word = state->verification.word;
   uint64_t seen = word.load(std::memory_order_acquire);
   do {
     if (seen == desired) return true;

@@ -6,9 +6,13 @@
 // apply_mu_) and any number of readers share one writer-preferring
 // reader/writer lock over all tables. The writer holds it for one event at a
 // time; a reader for one lookup, or for the keys of one page (CheckKeys),
-// so neither side ever waits for the other's whole batch or query. The
-// tables are split into shards so that a table's rehash (growth, or clean-up
-// of removed slots) stalls readers for 1/64th of the index, not all of it.
+// so neither side ever waits for the other's whole batch or query. A table
+// grows by a rebuild the writer makes outside the lock and swaps in under
+// it (MakeRoom), so readers never wait for a rebuild. The tables are split
+// into 8 shards so that the writer's own pause for one (the events it has
+// not applied meanwhile wait in the subscriber's socket) is 1/8th of the
+// index; more, smaller shards cost queries: below 2 MiB a table gets no
+// huge pages, and its lookups miss the TLB (fingerprint_table.h).
 // Counters are atomics, readable at any moment. These rules are checked by
 // clang's -Wthread-safety (abseil's annotations below; scripts/test.sh).
 //
@@ -38,10 +42,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "index/annotated_mutex.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
+#include "index/fingerprint_table.h"
 #include "index/table_lock.h"
 #include "index/stats.h"
 
@@ -177,7 +181,7 @@ class Index {
       index_.key_shards_[ShardOf(packed)].prefetch(packed);
     }
     void PrefetchGroup(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      index_.group_shards_[ShardOf(group)].prefetch(group);
+      index_.group_shards_[GroupShardOf(group)].prefetch(PackedKey(group));
     }
     bool ContainsKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.ContainsKeyLocked(key);
@@ -210,8 +214,12 @@ class Index {
   uint64_t max_entries() const { return max_entries_; }
 
  private:
-  static constexpr size_t kShardBits = 6;
+  static constexpr size_t kShardBits = 3;
   static constexpr size_t kShards = size_t{1} << kShardBits;
+  // Groups are one table: 16 times fewer than keys (tp8), it stays a few
+  // MiB, so it gets huge pages (the fast path probes one line per page),
+  // and its rebuild is no longer than a key shard's.
+  static constexpr size_t kGroupShards = 1;
 
   struct VerificationWord {
     // Only the writer moves group states (rehash, with tables_lock_ held
@@ -234,25 +242,16 @@ class Index {
     uint32_t keys = 0;        // present keys stored under it; the group goes at 0
   };
 
-  // A key fingerprint as four 32-bit words: 4-byte aligned, so a key table
-  // slot with its GroupRef takes 20 bytes instead of 24.
-  struct PackedKey {
-    uint32_t words[4];
-    explicit PackedKey(const Fingerprint& f)
-        : words{static_cast<uint32_t>(f.low), static_cast<uint32_t>(f.low >> 32), static_cast<uint32_t>(f.high),
-                static_cast<uint32_t>(f.high >> 32)} {}
-    friend bool operator==(const PackedKey&, const PackedKey&) = default;
-  };
-  struct PackedKeyHash {
-    size_t operator()(const PackedKey& k) const { return (size_t{k.words[1]} << 32) | k.words[0]; }
-  };
+  // Each table reads one line (keys) or one aligned pair of lines (groups)
+  // per lookup, at an address prefetch() knows: fingerprint_table.h.
+  using KeyTable = FingerprintTable<GroupRef>;
+  using GroupTable = FingerprintTable<GroupState>;
+  using PackedKey = PackedFingerprint;
 
-  using KeyTable = absl::flat_hash_map<PackedKey, GroupRef, PackedKeyHash>;
-  using GroupTable = absl::flat_hash_map<Fingerprint, GroupState, FingerprintHash>;
-
-  // Shards use the high half of the fingerprint; the tables hash the low half.
+  // Shards use the high bits of the fingerprint; the tables place by the low half.
   static size_t ShardOf(const Fingerprint& f) { return static_cast<size_t>(f.high >> (64 - kShardBits)); }
   static size_t ShardOf(const PackedKey& k) { return static_cast<size_t>(k.words[3] >> (32 - kShardBits)); }
+  static size_t GroupShardOf(const Fingerprint&) { return 0; }
 
   static uint64_t PackVerification(uint32_t epoch, LayoutId layout) {
     return (uint64_t{epoch} << 32) | layout;
@@ -291,6 +290,12 @@ class Index {
   void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
+  // Grows, ahead of a store, the key and group tables it may insert into,
+  // building each grown table outside tables_lock_ and swapping it in under
+  // it: readers wait for a swap, never for a rebuild. Unlocked reads of the
+  // tables, as WarmUp's (see there).
+  void MakeRoom(const Fingerprint& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Touches the slots an event will update, without tables_lock_: the writer
   // (apply_mu_) is the only thread that changes the tables, so it may read
   // them unlocked. The analysis cannot know that; see the definition.
@@ -302,7 +307,7 @@ class Index {
   // Guards every table below: see "Concurrency" above.
   mutable TableLock tables_lock_;
   std::array<KeyTable, kShards> key_shards_ ABSL_GUARDED_BY(tables_lock_);
-  std::array<GroupTable, kShards> group_shards_ ABSL_GUARDED_BY(tables_lock_);
+  std::array<GroupTable, kGroupShards> group_shards_ ABSL_GUARDED_BY(tables_lock_);
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused

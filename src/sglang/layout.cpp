@@ -167,6 +167,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
   }
   const std::vector<std::vector<SuffixRef>> pool_refs = layout->FillSuffixArena(pools);
   layout->InternLevels(spec, pools, pool_refs);
+  layout->PrepareFingerprints();
   return layout;
 }
 
@@ -255,6 +256,20 @@ void Layout::InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& p
     level.id = level.n_suffixes == 0 ? 0 : InternKeySet(canonical);
     levels_.push_back(level);
   }
+}
+
+static_assert(kPageHashHexLength == kFingerprintHexRun, "a page hash is the hex run keys split after");
+
+void Layout::PrepareFingerprints() {
+  // Every suffix is non-empty, so a key splits after the page hash exactly
+  // when the prefix neither ends in a hex digit nor holds a run of 64.
+  const std::string sample = key_prefix_ + std::string(kPageHashHexLength, '0') + "_";
+  split_keys_ = FingerprintSplit(sample) == key_prefix_.size() + kPageHashHexLength;
+  // A group id ends with the hash, so it splits only if its prefix holds
+  // a run of 64 hex digits (a tag made of them).
+  whole_group_ids_ = FingerprintSplit(group_prefix_ + std::string(kPageHashHexLength, '0')) == kNoFingerprintSplit;
+  suffix_parts_.clear();
+  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
 }
 
 std::string Layout::GroupId(std::string_view page_hash_hex) const {

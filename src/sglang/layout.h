@@ -119,6 +119,20 @@ class Layout {
   }
   const std::vector<Level>& levels() const { return levels_; }
 
+  // Whether this layout's keys split right after the page hash
+  // (index/fingerprint.h): then a key's fingerprint is
+  // CombineFingerprintParts(seed, FingerprintPart(seed, <prefix><hash>),
+  // SuffixPart(i)), one short hash per key. False only for a key prefix
+  // that ends in hex digits or holds a run of 64 of them: such keys are
+  // fingerprinted whole, as the writer does.
+  bool split_keys() const { return split_keys_; }
+  // The fingerprint of a group id of this layout ("<group prefix><hash>"):
+  // hashed whole, as FingerprintOf would, without looking for a split.
+  Fingerprint GroupFingerprint(std::string_view group_id) const {
+    return whole_group_ids_ ? FingerprintPart(tenant_seed_, group_id) : FingerprintOf(tenant_seed_, group_id);
+  }
+  const Fingerprint& SuffixPart(uint32_t i) const { return suffix_parts_[i]; }
+
   // Longest key this layout derives (prefix + hash + longest suffix).
   size_t max_key_length() const { return max_key_length_; }
 
@@ -139,6 +153,8 @@ class Layout {
   // the coverage levels, each with the id interned for its key set.
   void InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& pools,
                     const std::vector<std::vector<SuffixRef>>& pool_refs);
+  // and the fingerprint parts of the suffixes.
+  void PrepareFingerprints();
 
   uint32_t page_size_ = 0;
   bool is_eagle_ = false;
@@ -147,6 +163,9 @@ class Layout {
   std::string key_prefix_;
   std::string suffix_arena_;
   std::vector<SuffixRef> suffix_refs_;  // each level's suffixes, contiguous
+  std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
+  bool split_keys_ = false;
+  bool whole_group_ids_ = false;  // no group id splits (the usual case: the hash ends it)
   std::vector<uint32_t> trailing_thresholds_;  // distinct trailing counts > 0, ascending
   std::vector<Level> levels_;                  // trailing_thresholds_.size() + 1 of them
   size_t max_key_length_ = 0;

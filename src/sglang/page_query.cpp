@@ -18,11 +18,14 @@ namespace {
 // page's keys overlap instead of queueing.
 constexpr uint32_t kKeysPerRound = 16;
 
-// Pages hashed before their groups are probed. A round's group lines are
-// prefetched as soon as it is hashed and probed only after the next round
-// is: the DRAM round trips hide behind SHA-256 instead of adding to it, and
-// one reader-lock hold serves a whole round (the lock word is the only line
-// two querying threads both write).
+// Pages per round. A query is a pipeline of rounds: while round r is
+// hashed (SHA-256, the bulk of the work), the group lines of round r were
+// prefetched and are on their way; the groups of round r-1 are probed and
+// the keys of its exact-path pages fingerprinted and prefetched; the keys
+// of round r-2 (fetched while r-1 was hashed) are checked and its pages
+// answered. So the DRAM round trips hide behind hashing instead of adding
+// to it, and each round costs two short reader-lock holds (the lock word is
+// the only line two querying threads both write).
 constexpr size_t kPagesPerRound = 16;
 
 // A page between its hash and its answer.
@@ -33,6 +36,21 @@ struct PendingPage {
   char hash[kPageHashHexLength];
   Fingerprint group;
   GroupProbe probe;
+};
+
+// The keys of a round's exact-path pages (a tp8 round: 16 pages x 16 keys).
+constexpr uint32_t kRoundKeys = kPagesPerRound * kKeysPerRound;
+
+// A round of pages in AllPages' pipeline.
+struct Round {
+  size_t n = 0;  // pages in the round (0: none, as the pipeline fills or drains)
+  PendingPage pages[kPagesPerRound];
+  // Exact-path pages (batched) have their keys fingerprinted at
+  // keys[first_key[i]...] once probed; the others are answered one by one.
+  bool batched[kPagesPerRound] = {};
+  uint32_t first_key[kPagesPerRound] = {};
+  uint32_t n_keys = 0;
+  Fingerprint keys[kRoundKeys];
 };
 
 // One query's state and steps, whatever the source of the page hashes.
@@ -50,45 +68,50 @@ class Query {
         key_(layout.key_prefix()),
         group_(layout.group_prefix()) {}
 
-  // Every page, hashed a round ahead of its lookups (check_pages).
+  // Every page, through the pipeline of rounds above (check_pages).
   PageQueryResult AllPages(std::span<uint8_t> hits) {
     PageQueryResult result;
     result.n_pages = n_pages_;
-    PendingPage rounds[2][kPagesPerRound];
-    PendingPage* current = rounds[0];
-    PendingPage* previous = rounds[1];
-    size_t n_previous = 0;
+    Round* hashed = &rounds_[0];   // round r
+    Round* probed = &rounds_[1];   // round r-1
+    Round* fetched = &rounds_[2];  // round r-2
     bool leading_run = true;
-    bool round_hits[kPagesPerRound];
-    const auto answer = [&](size_t n) {
-      AnswerRound(previous, n, round_hits, &result);
-      for (size_t i = 0; i < n; ++i) {
-        const bool hit = round_hits[i];
-        hits[previous[i].page] = hit ? 1 : 0;
-        result.total_hits += hit ? 1 : 0;
-        leading_run = leading_run && hit;
-        result.prefix_hits += leading_run ? 1 : 0;
-      }
-    };
-    for (size_t first = 0; first < n_pages_; first += kPagesPerRound) {
-      const size_t n = std::min(kPagesPerRound, n_pages_ - first);
-      for (size_t i = 0; i < n; ++i) Prepare(first + i, current[i]);
+    const size_t n_rounds = (n_pages_ + kPagesPerRound - 1) / kPagesPerRound;
+    for (size_t r = 0; r < n_rounds + 2; ++r) {
+      const size_t first = r * kPagesPerRound;
+      hashed->n = r < n_rounds ? std::min(kPagesPerRound, n_pages_ - first) : 0;
+      for (size_t i = 0; i < hashed->n; ++i) Prepare(first + i, hashed->pages[i]);
       {
         Index::Reader reader(index_);
-        for (size_t i = 0; i < n; ++i) {
-          if (current[i].checkable) reader.PrefetchGroup(current[i].group);
+        for (size_t i = 0; i < hashed->n; ++i) {
+          if (hashed->pages[i].checkable) reader.PrefetchGroup(hashed->pages[i].group);
         }
-        Probe(reader, previous, n_previous);
+        for (size_t i = 0; i < probed->n; ++i) {
+          PendingPage& page = probed->pages[i];
+          if (page.checkable) page.probe = reader.ProbeGroup(page.group, page.level->id);
+        }
       }
-      answer(n_previous);
-      std::swap(current, previous);
-      n_previous = n;
+      FingerprintExactKeys(*probed);
+      RunHooks(*fetched);
+      bool hit[kPagesPerRound];
+      {
+        Index::Reader reader(index_);
+        for (uint32_t k = 0; k < probed->n_keys; ++k) reader.PrefetchKey(probed->keys[k]);
+        CheckExactKeys(reader, *fetched, hit);
+      }
+      for (size_t i = 0; i < fetched->n; ++i) {
+        const PendingPage& page = fetched->pages[i];
+        if (!fetched->batched[i]) hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
+        hits[page.page] = hit[i] ? 1 : 0;
+        result.total_hits += hit[i] ? 1 : 0;
+        leading_run = leading_run && hit[i];
+        result.prefix_hits += leading_run ? 1 : 0;
+      }
+      Round* done = fetched;
+      fetched = probed;
+      probed = hashed;
+      hashed = done;
     }
-    {
-      Index::Reader reader(index_);
-      Probe(reader, previous, n_previous);
-    }
-    answer(n_previous);
     return result;
   }
 
@@ -105,9 +128,8 @@ class Query {
       // Most prefixes end at a page nobody stored: its group is unknown and
       // its first key absent. Both lookups are started together, so that
       // miss costs one memory round trip, not two.
-      key_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
-      const Fingerprint first_key =
-          FingerprintOf(layout_.tenant_seed(), key_.With(layout_.Suffix(pending.level->first_suffix)));
+      SetKeyHash(pending.hash);
+      const Fingerprint first_key = KeyFingerprint(pending.level->first_suffix);
       KeyCheck first_key_check{true, false};
       {
         Index::Reader reader(index_);
@@ -136,60 +158,47 @@ class Query {
     pending.checkable = pending.level->n_suffixes > 0;
     if (!pending.checkable) return;
     group_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
-    pending.group = FingerprintOf(layout_.tenant_seed(), group_.Bare());
+    pending.group = layout_.GroupFingerprint(group_.Bare());
   }
 
-  void Probe(const Index::Reader& reader, PendingPage* pages, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      if (pages[i].checkable) pages[i].probe = reader.ProbeGroup(pages[i].group, pages[i].level->id);
-    }
-  }
-
-  // Answers a probed round. The keys of its unverified pages whose group is
-  // known (the exact path: a stored page not verified yet) are fingerprinted
-  // first and looked up under one lock hold with all their lines prefetched
-  // together, so the cache misses of the whole round overlap instead of
-  // queueing page by page. Other pages take Answer, one by one. Every hook
-  // runs before any key of the round is looked up.
-  void AnswerRound(const PendingPage* pages, size_t n, bool* hit, PageQueryResult* result) {
-    if (hooks_ != nullptr && hooks_->after_group_probe != nullptr) {
-      for (size_t i = 0; i < n; ++i) {
-        if (pages[i].checkable) hooks_->after_group_probe(hooks_->user, pages[i].page);
-      }
-    }
-    const uint64_t seed = layout_.tenant_seed();
-    uint32_t first_key[kPagesPerRound];
-    bool batched[kPagesPerRound] = {};
-    uint32_t used = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const PendingPage& page = pages[i];
+  // Fingerprints the keys of a probed round's pages whose group is known
+  // but not verified (the exact path: a stored page not verified yet), to
+  // be prefetched together and checked a round later. Other pages take
+  // Answer, one by one.
+  void FingerprintExactKeys(Round& round) {
+    round.n_keys = 0;
+    for (size_t i = 0; i < round.n; ++i) {
+      const PendingPage& page = round.pages[i];
       const uint32_t n_keys = page.checkable ? page.level->n_suffixes : 0;
-      if (!page.checkable || page.probe.verified || !page.probe.exists || used + n_keys > kRoundKeys) continue;
-      key_.SetHash(std::string_view(page.hash, kPageHashHexLength));
-      for (uint32_t k = 0; k < n_keys; ++k) {
-        round_keys_[used + k] = FingerprintOf(seed, key_.With(layout_.Suffix(page.level->first_suffix + k)));
-      }
-      batched[i] = true;
-      first_key[i] = used;
-      used += n_keys;
+      round.batched[i] = page.checkable && !page.probe.verified && page.probe.exists &&
+                         round.n_keys + n_keys <= kRoundKeys;
+      if (!round.batched[i]) continue;
+      SetKeyHash(page.hash);
+      round.first_key[i] = round.n_keys;
+      for (uint32_t k = 0; k < n_keys; ++k) round.keys[round.n_keys + k] = KeyFingerprint(page.level->first_suffix + k);
+      round.n_keys += n_keys;
     }
-    if (used > 0) {
-      Index::Reader reader(index_);
-      for (uint32_t k = 0; k < used; ++k) reader.PrefetchKey(round_keys_[k]);
-      for (size_t i = 0; i < n; ++i) {
-        if (!batched[i]) continue;
-        const PendingPage& page = pages[i];
-        const KeyCheck keys =
-            reader.CheckKeys(std::span<const Fingerprint>(round_keys_ + first_key[i], page.level->n_suffixes),
-                             page.probe.ref);
-        hit[i] = keys.all_present;
-        // Marked only if every key was stored under the group; refused if
-        // the group changed since the probe (see ProveByKeys).
-        if (keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
-      }
+  }
+
+  // Every hook of a round runs before any key of it is looked up.
+  void RunHooks(const Round& round) {
+    if (hooks_ == nullptr || hooks_->after_group_probe == nullptr) return;
+    for (size_t i = 0; i < round.n; ++i) {
+      if (round.pages[i].checkable) hooks_->after_group_probe(hooks_->user, round.pages[i].page);
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (!batched[i]) hit[i] = Answer(pages[i], result, /*first_key=*/nullptr, /*hooked=*/true);
+  }
+
+  // Checks the prefetched keys of a round's exact-path pages.
+  void CheckExactKeys(const Index::Reader& reader, const Round& round, bool* hit) {
+    for (size_t i = 0; i < round.n; ++i) {
+      if (!round.batched[i]) continue;
+      const PendingPage& page = round.pages[i];
+      const KeyCheck keys = reader.CheckKeys(
+          std::span<const Fingerprint>(round.keys + round.first_key[i], page.level->n_suffixes), page.probe.ref);
+      hit[i] = keys.all_present;
+      // Marked only if every key was stored under the group; refused if
+      // the group changed since the probe (see ProveByKeys).
+      if (keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
     }
   }
 
@@ -221,8 +230,7 @@ class Query {
   // was proven present just now, so it still counts as a hit.
   bool ProveByKeys(const PendingPage& pending, const KeyCheck* first_key) {
     const Layout::Level& level = *pending.level;
-    const uint64_t seed = layout_.tenant_seed();
-    key_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
+    SetKeyHash(pending.hash);
     uint32_t first = level.first_suffix;
     const uint32_t end = first + level.n_suffixes;
     // Every key checked so far was stored under the probed group.
@@ -231,7 +239,7 @@ class Query {
       under_group = under_group && first_key->all_under_group;
       ++first;
     } else if (!pending.probe.exists) {
-      if (!index_.ContainsKey(FingerprintOf(seed, key_.With(layout_.Suffix(first))))) return false;
+      if (!index_.ContainsKey(KeyFingerprint(first))) return false;
       ++first;
     }
     if (first == end) {
@@ -241,7 +249,7 @@ class Query {
     }
     for (; first < end; first += kKeysPerRound) {
       const uint32_t n = std::min(end - first, kKeysPerRound);
-      for (uint32_t k = 0; k < n; ++k) fingerprints_[k] = FingerprintOf(seed, key_.With(layout_.Suffix(first + k)));
+      for (uint32_t k = 0; k < n; ++k) fingerprints_[k] = KeyFingerprint(first + k);
       const std::span<const Fingerprint> keys(fingerprints_, n);
       Index::Reader reader(index_);
       for (const Fingerprint& key : keys) reader.PrefetchKey(key);
@@ -253,17 +261,31 @@ class Query {
     return true;
   }
 
+  // Sets the page whose keys KeyFingerprint derives. With split keys its
+  // head (prefix and hash) is hashed here, once for all the page's keys.
+  void SetKeyHash(const char* hash) {
+    key_.SetHash(std::string_view(hash, kPageHashHexLength));
+    if (layout_.split_keys()) key_head_ = FingerprintPart(layout_.tenant_seed(), key_.Bare());
+  }
+  // The fingerprint of the key with suffix `suffix` of the page SetKeyHash
+  // set: exactly what the writer computes from the whole key.
+  Fingerprint KeyFingerprint(uint32_t suffix) {
+    if (layout_.split_keys()) {
+      return CombineFingerprintParts(layout_.tenant_seed(), key_head_, layout_.SuffixPart(suffix));
+    }
+    return FingerprintOf(layout_.tenant_seed(), key_.With(layout_.Suffix(suffix)));
+  }
+
   Index& index_;
   const Layout& layout_;
   const size_t n_pages_;
   WriteHash& write_hash_;
   const PageQueryHooks* hooks_;
   KeyBuffer key_;
+  Fingerprint key_head_;  // with split keys: the part every key of the page shares
   KeyBuffer group_;
   Fingerprint fingerprints_[kKeysPerRound];
-  // The keys of a round's exact-path pages (a tp8 round: 16 pages x 16 keys).
-  static constexpr uint32_t kRoundKeys = kPagesPerRound * kKeysPerRound;
-  Fingerprint round_keys_[kRoundKeys];
+  Round rounds_[3];  // AllPages' pipeline stages
 };
 
 void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {

@@ -1,0 +1,304 @@
+// A hash map from 128-bit fingerprints to small values, laid out so that a
+// lookup reads one cache line (or one aligned pair of lines), and that line's
+// address is known from the fingerprint alone.
+//
+// Why not absl::flat_hash_map: its prefetch() can only fetch the first slot
+// of the 16-slot probe group, while the key sits anywhere in that group (20-
+// to 48-byte slots: 5 to 12 lines). A query that prefetches the lines of a
+// page's keys before looking them up then still misses on 4 keys out of 5,
+// one DRAM round trip each: the exact path of a page query on a prompt the
+// router has never seen spent most of its time there. Here the whole probe
+// starts at one bucket whose address prefetch() computes exactly, so the
+// misses of many keys overlap.
+//
+// Layout: open addressing over buckets of kEntries entries, each bucket one
+// cache line (kEntries = 3 fingerprints of 16 bytes with 4-byte values) or a
+// 128-byte pair (larger values, whose line is fetched with the keys'). A key
+// lives in its home bucket (a multiply-shift of its fingerprint's low half)
+// or, when that was full on insertion, in the next bucket with room
+// (linear probing over buckets). Each bucket counts how many keys passed it
+// on their way to a later bucket (F14's "outbound overflow"): a lookup stops
+// at the first bucket whose count is 0, so an absent key nearly always costs
+// its home bucket alone, with no tombstones: an erase just frees its entry
+// and decrements the counts it incremented.
+//
+// Not thread-safe: the index guards every table with its table lock.
+// Pointers to values stay valid until the next insertion (which may grow the
+// table) or clear; an erase moves nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+
+#include <sys/mman.h>
+
+#include "index/fingerprint.h"
+
+namespace sci {
+
+// A fingerprint as four 32-bit words: 4-byte aligned, so a 4-byte value
+// packs beside it with no padding.
+struct PackedFingerprint {
+  uint32_t words[4] = {};
+  PackedFingerprint() = default;
+  explicit PackedFingerprint(const Fingerprint& f)
+      : words{static_cast<uint32_t>(f.low), static_cast<uint32_t>(f.low >> 32), static_cast<uint32_t>(f.high),
+              static_cast<uint32_t>(f.high >> 32)} {}
+  Fingerprint Unpack() const {
+    return Fingerprint{(uint64_t{words[1]} << 32) | words[0], (uint64_t{words[3]} << 32) | words[2]};
+  }
+  // The half the table places a key by (the index shards by the other).
+  uint64_t low() const { return (uint64_t{words[1]} << 32) | words[0]; }
+  friend bool operator==(const PackedFingerprint&, const PackedFingerprint&) = default;
+};
+
+template <typename Value>
+class FingerprintTable {
+ public:
+  // Entries per bucket: three fingerprints and their values fill a 64-byte
+  // line with 4-byte values, a 128-byte pair with values up to 24 bytes.
+  static constexpr uint32_t kEntries = 3;
+
+  FingerprintTable() = default;
+  FingerprintTable(const FingerprintTable&) = delete;
+  FingerprintTable& operator=(const FingerprintTable&) = delete;
+  FingerprintTable(FingerprintTable&& other) noexcept { swap(other); }
+  FingerprintTable& operator=(FingerprintTable&& other) noexcept {
+    FingerprintTable(std::move(other)).swap(*this);
+    return *this;
+  }
+  void swap(FingerprintTable& other) noexcept {
+    std::swap(buckets_, other.buckets_);
+    std::swap(n_buckets_, other.n_buckets_);
+    std::swap(size_, other.size_);
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  size_t bucket_count() const { return n_buckets_; }
+  // Bytes held by the table (its bucket array).
+  size_t allocated_bytes() const { return n_buckets_ * sizeof(Bucket); }
+
+  // Starts the load of `key`'s home bucket (the only one it needs, but for
+  // the rare key displaced past it).
+  void prefetch(const PackedFingerprint& key) const {
+    if (n_buckets_ == 0) return;
+    const Bucket* bucket = &buckets_[Home(key)];
+    __builtin_prefetch(bucket, 0, 3);
+    if constexpr (sizeof(Bucket) > 64) __builtin_prefetch(reinterpret_cast<const char*>(bucket) + 64, 0, 3);
+  }
+
+  const Value* find(const PackedFingerprint& key) const {
+    return const_cast<FingerprintTable*>(this)->find(key);
+  }
+  Value* find(const PackedFingerprint& key) {
+    if (n_buckets_ == 0) return nullptr;
+    size_t b = Home(key);
+    for (size_t probed = 0; probed < n_buckets_; ++probed) {
+      Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i) && bucket.keys[i] == key) return &bucket.values[i];
+      }
+      if (bucket.overflow == 0) return nullptr;
+      b = Next(b);
+    }
+    return nullptr;
+  }
+  bool contains(const PackedFingerprint& key) const { return find(key) != nullptr; }
+
+  // Whether inserting one more key would rebuild the table.
+  bool full() const { return size_ + 1 > MaxSize(); }
+
+  // A copy with room to grow: what the next insertion would rebuild this
+  // table into, built without changing it. The index builds it outside its
+  // table lock (only its writer changes tables, so it may read this one
+  // meanwhile), then swaps it in under the lock: readers never wait for a
+  // rebuild, only for the swap.
+  FingerprintTable Grown() const {
+    FingerprintTable grown;
+    grown.Rebuild(size_ + 1, buckets_.get(), n_buckets_);
+    grown.size_ = size_;
+    return grown;
+  }
+
+  // Inserts `key` (which must be absent) with `value`; the stored value.
+  // Throws std::bad_alloc if the table must grow and cannot: unchanged then.
+  Value* insert_absent(const PackedFingerprint& key, const Value& value) {
+    if (size_ + 1 > MaxSize()) Grow(size_ + 1);
+    Value* stored = Place(key, value);
+    ++size_;
+    return stored;
+  }
+
+  // Frees the entry holding `value` (a pointer find() returned).
+  void erase(Value* value) {
+    // The bucket and entry the value sits in.
+    const auto offset = reinterpret_cast<char*>(value) - reinterpret_cast<char*>(buckets_.get());
+    const size_t b = static_cast<size_t>(offset) / sizeof(Bucket);
+    Bucket& bucket = buckets_[b];
+    const uint32_t i = static_cast<uint32_t>(value - bucket.values);
+    // Undo the overflow counts its insertion made on the way from its home.
+    for (size_t p = Home(bucket.keys[i]); p != b; p = Next(p)) {
+      if (buckets_[p].overflow != kSaturated) --buckets_[p].overflow;
+    }
+    bucket.occupied &= static_cast<uint8_t>(~(1u << i));
+    bucket.keys[i] = PackedFingerprint{};
+    bucket.values[i] = Value{};
+    --size_;
+  }
+
+  // Forgets every entry and frees the bucket array.
+  void clear() {
+    buckets_.reset();
+    n_buckets_ = 0;
+    size_ = 0;
+  }
+
+  // Calls f(key, value) for every entry.
+  template <typename F>
+  void for_each(F&& f) {
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i)) f(bucket.keys[i], bucket.values[i]);
+      }
+    }
+  }
+
+ private:
+  // Overflow counts saturate (then they are never decremented: a lookup
+  // walks on past the bucket until the next rebuild, still correct).
+  static constexpr uint32_t kSaturated = 0xFFFFFF;
+
+  struct alignas(64) Bucket {
+    uint8_t occupied = 0;     // bit i: entry i holds a key
+    uint32_t overflow : 24 = 0;  // keys stored past this bucket from a home at or before it
+    PackedFingerprint keys[kEntries];
+    Value values[kEntries];
+    bool Occupied(uint32_t i) const { return (occupied >> i) & 1u; }
+  };
+  static_assert(sizeof(Value) > 4 || sizeof(Bucket) == 64, "4-byte values: one cache line per bucket");
+  static_assert(sizeof(Bucket) <= 128, "a bucket is at most an aligned pair of cache lines");
+
+  // Load bounds: grow past kMaxLoad of the entries, to kGrowLoad of them.
+  static constexpr double kMaxLoad = 0.8;
+  static constexpr double kGrowLoad = 0.55;
+  static constexpr size_t kMinBuckets = 4;
+
+  size_t MaxSize() const { return static_cast<size_t>(static_cast<double>(n_buckets_ * kEntries) * kMaxLoad); }
+
+  size_t Home(const PackedFingerprint& key) const {
+    // Multiply-shift onto [0, n_buckets_): any bucket count, no modulo.
+    __extension__ using Wide = unsigned __int128;
+    return static_cast<size_t>((static_cast<Wide>(key.low()) * n_buckets_) >> 64);
+  }
+  size_t Next(size_t b) const { return b + 1 == n_buckets_ ? 0 : b + 1; }
+
+  // Places an absent key, knowing there is room.
+  Value* Place(const PackedFingerprint& key, const Value& value) {
+    size_t b = Home(key);
+    for (;;) {
+      Bucket& bucket = buckets_[b];
+      if (bucket.occupied != (1u << kEntries) - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctz(~static_cast<uint32_t>(bucket.occupied)));
+        bucket.occupied |= static_cast<uint8_t>(1u << i);
+        bucket.keys[i] = key;
+        bucket.values[i] = value;
+        return &bucket.values[i];
+      }
+      if (bucket.overflow != kSaturated) ++bucket.overflow;
+      b = Next(b);
+    }
+  }
+
+  // Bucket arrays of kMapBytes or more are mapped from the kernel and
+  // unmapped when freed: a table's growth frees its old array, and from the
+  // malloc heap that memory would stay resident (stranded between smaller
+  // allocations). One of kHugePage or more is aligned to it and asks for
+  // transparent huge pages before it is first touched: a query touches
+  // lines all over the array, and with 4 KiB pages nearly every one of them
+  // would also be a TLB miss.
+  static constexpr size_t kMapBytes = size_t{64} << 10;
+  static constexpr size_t kHugePage = size_t{2} << 20;
+
+  static size_t MappedLength(size_t bytes) {
+    const size_t unit = bytes >= kHugePage ? kHugePage : size_t{4096};
+    return (bytes + unit - 1) / unit * unit;
+  }
+
+  struct FreeBuckets {
+    size_t n = 0;
+    void operator()(Bucket* buckets) const {
+      std::destroy_n(buckets, n);
+      const size_t bytes = n * sizeof(Bucket);
+      if (bytes >= kMapBytes) {
+        ::munmap(buckets, MappedLength(bytes));
+      } else {
+        std::free(buckets);
+      }
+    }
+  };
+  using BucketArray = std::unique_ptr<Bucket[], FreeBuckets>;
+
+  // An array of n empty buckets.
+  static BucketArray AllocateBuckets(size_t n) {
+    const size_t bytes = n * sizeof(Bucket);
+    void* memory = bytes >= kMapBytes ? Map(bytes) : std::aligned_alloc(alignof(Bucket), bytes);
+    if (memory == nullptr) throw std::bad_alloc();
+    Bucket* buckets = static_cast<Bucket*>(memory);
+    std::uninitialized_value_construct_n(buckets, n);
+    return BucketArray(buckets, FreeBuckets{n});
+  }
+
+  // MappedLength(bytes) of fresh zeroed memory, huge-page aligned when that
+  // long; null if the kernel refuses.
+  static void* Map(size_t bytes) {
+    const size_t length = MappedLength(bytes);
+    const size_t slack = length >= kHugePage ? kHugePage : 0;
+    void* mapped = ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) return nullptr;
+    if (slack == 0) return mapped;
+    // Trim the mapping to a huge-page-aligned run of `length` bytes.
+    const auto start = reinterpret_cast<uintptr_t>(mapped);
+    const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
+    if (aligned > start) ::munmap(mapped, aligned - start);
+    const uintptr_t tail = start + length + slack - (aligned + length);
+    if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
+    (void)::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // a hint: 4 KiB pages if refused
+    return reinterpret_cast<void*>(aligned);
+  }
+
+  // Rebuilds into a bucket array sized for `needed` entries at kGrowLoad.
+  void Grow(size_t needed) {
+    FingerprintTable grown;
+    grown.Rebuild(needed, buckets_.get(), n_buckets_);  // throws bad_alloc: nothing changed
+    grown.size_ = size_;
+    swap(grown);
+  }
+
+  // Fills this (empty) table, sized for `needed` entries at kGrowLoad, with
+  // the entries of `from`.
+  void Rebuild(size_t needed, const Bucket* from, size_t n_from) {
+    size_t n = static_cast<size_t>(static_cast<double>(needed) / (kEntries * kGrowLoad)) + 1;
+    if (n < kMinBuckets) n = kMinBuckets;
+    buckets_ = AllocateBuckets(n);
+    n_buckets_ = n;
+    for (size_t b = 0; b < n_from; ++b) {
+      const Bucket& bucket = from[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i)) Place(bucket.keys[i], bucket.values[i]);
+      }
+    }
+  }
+
+  BucketArray buckets_;
+  size_t n_buckets_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace sci

@@ -1,0 +1,158 @@
+// The index's hash table (index/fingerprint_table.h) against a model, with
+// keys crowded onto a few home buckets so that chains of overflow form and
+// erases must undo exactly the counts their insertions made; and the rule
+// that splits a key's fingerprint (index/fingerprint.h), against a plain
+// byte-by-byte reading of it.
+#include "index/fingerprint_table.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/fingerprint.h"
+
+namespace sci {
+namespace {
+
+struct PackedHash {
+  size_t operator()(const PackedFingerprint& k) const { return k.low() ^ (k.Unpack().high * 31); }
+};
+
+// A fingerprint whose low half (what places it) takes one of `homes` values:
+// with few of them, most keys share a home and overflow past it.
+PackedFingerprint Crowded(std::mt19937_64& rng, uint64_t homes) {
+  return PackedFingerprint(Fingerprint{(rng() % homes) * 0x9E3779B97F4A7C15ull, rng()});
+}
+
+void ExpectSameAs(const FingerprintTable<uint32_t>& table,
+                  const std::unordered_map<PackedFingerprint, uint32_t, PackedHash>& model,
+                  const std::vector<PackedFingerprint>& absent) {
+  ASSERT_EQ(table.size(), model.size());
+  for (const auto& [key, value] : model) {
+    const uint32_t* found = table.find(key);
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(*found, value);
+  }
+  for (const PackedFingerprint& key : absent) {
+    if (!model.contains(key)) EXPECT_FALSE(table.contains(key));
+  }
+}
+
+TEST(FingerprintTable, MatchesAModelThroughInsertsErasesAndGrowth) {
+  for (const uint64_t homes : {uint64_t{3}, uint64_t{50}, uint64_t{1} << 40}) {
+    std::mt19937_64 rng(homes);
+    FingerprintTable<uint32_t> table;
+    std::unordered_map<PackedFingerprint, uint32_t, PackedHash> model;
+    std::vector<PackedFingerprint> seen;
+    for (int step = 0; step < 20000; ++step) {
+      if (model.empty() || rng() % 3 != 0) {
+        const PackedFingerprint key = Crowded(rng, homes);
+        if (model.contains(key)) continue;
+        const uint32_t value = static_cast<uint32_t>(rng());
+        table.insert_absent(key, value);
+        model[key] = value;
+        seen.push_back(key);
+      } else {
+        const PackedFingerprint key = seen[rng() % seen.size()];
+        if (uint32_t* found = table.find(key)) {
+          table.erase(found);
+          model.erase(key);
+        } else {
+          EXPECT_FALSE(model.contains(key));
+        }
+      }
+      if (step % 997 == 0) ExpectSameAs(table, model, seen);
+    }
+    ExpectSameAs(table, model, seen);
+    // Crowded keys of nothing stored are absent too.
+    for (int i = 0; i < 1000; ++i) {
+      const PackedFingerprint key = Crowded(rng, homes);
+      if (!model.contains(key)) EXPECT_FALSE(table.contains(key));
+    }
+  }
+}
+
+TEST(FingerprintTable, GrownHoldsTheSameEntriesAndLeavesTheOriginalAlone) {
+  std::mt19937_64 rng(7);
+  FingerprintTable<uint32_t> table;
+  std::unordered_map<PackedFingerprint, uint32_t, PackedHash> model;
+  while (!table.full() || model.size() < 100) {
+    const PackedFingerprint key = Crowded(rng, 20);
+    if (model.contains(key)) continue;
+    table.insert_absent(key, static_cast<uint32_t>(model.size()));
+    model[key] = static_cast<uint32_t>(model.size());
+  }
+  const size_t buckets = table.bucket_count();
+  FingerprintTable<uint32_t> grown = table.Grown();
+  EXPECT_EQ(table.bucket_count(), buckets);
+  EXPECT_GT(grown.bucket_count(), buckets);
+  EXPECT_FALSE(grown.full());
+  ExpectSameAs(table, model, {});
+  ExpectSameAs(grown, model, {});
+  table.swap(grown);
+  EXPECT_EQ(table.bucket_count(), grown.Grown().bucket_count());
+  ExpectSameAs(table, model, {});
+}
+
+TEST(FingerprintTable, ClearFreesEverything) {
+  FingerprintTable<uint32_t> table;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 100000; ++i) table.insert_absent(PackedFingerprint(Fingerprint{rng(), rng()}), 1);
+  EXPECT_GT(table.allocated_bytes(), size_t{2} << 20);  // mapped, with huge pages asked for
+  table.clear();
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.allocated_bytes(), 0u);
+  EXPECT_FALSE(table.contains(PackedFingerprint(Fingerprint{1, 2})));
+}
+
+// The split rule read byte by byte: after the first 64 digits of the first
+// run of at least 64 hex digits, if anything follows.
+size_t SplitByteByByte(std::string_view bytes) {
+  size_t run = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    run = std::isxdigit(static_cast<unsigned char>(bytes[i])) ? run + 1 : 0;
+    if (run == 64) return i + 1 < bytes.size() ? i + 1 : kNoFingerprintSplit;
+  }
+  return kNoFingerprintSplit;
+}
+
+TEST(FingerprintSplit, SglangKeysSplitAfterTheHashAndGroupIdsDoNot) {
+  const std::string hash(64, 'c');
+  EXPECT_EQ(FingerprintSplit(hash + "_3_k"), 64u);
+  EXPECT_EQ(FingerprintSplit("model_" + hash + "__swa"), 70u);
+  EXPECT_EQ(FingerprintSplit("sglang-hicache:" + hash), kNoFingerprintSplit);  // nothing after the hash
+  EXPECT_EQ(FingerprintSplit(hash), kNoFingerprintSplit);
+  EXPECT_EQ(FingerprintSplit("short_key"), kNoFingerprintSplit);
+  // A prefix ending in digits moves the split into it; uppercase counts.
+  EXPECT_EQ(FingerprintSplit("AB" + hash + "_0_k"), 64u);
+  // 63 digits, a break, 64 digits: the second run.
+  EXPECT_EQ(FingerprintSplit(std::string(63, 'e') + "_" + hash + "x"), 128u);
+}
+
+TEST(FingerprintSplit, AgreesWithAByteByByteReading) {
+  std::mt19937_64 rng(11);
+  const std::string alphabet = "0123456789abcdefABCDEF_-:xyz\x80\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string key(rng() % 200, ' ');
+    // Mostly digits, so that long runs form and break at random places.
+    for (char& c : key) c = rng() % 8 ? alphabet[rng() % 16] : alphabet[rng() % alphabet.size()];
+    ASSERT_EQ(FingerprintSplit(key), SplitByteByByte(key)) << key;
+  }
+}
+
+TEST(FingerprintSplit, ASplitKeyIsItsPartsCombined) {
+  const uint64_t seed = TenantSeed("default");
+  const std::string head = "p_" + std::string(64, '9');
+  const std::string key = head + "_1_v";
+  EXPECT_EQ(FingerprintOf(seed, key),
+            CombineFingerprintParts(seed, FingerprintPart(seed, head), FingerprintPart(seed, "_1_v")));
+  // Whole keys and combined parts are separate domains: a key made of
+  // another key's part bytes does not take its fingerprint.
+  EXPECT_NE(FingerprintOf(seed, key), FingerprintPart(seed, key));
+}
+
+}  // namespace
+}  // namespace sci
