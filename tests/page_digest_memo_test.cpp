@@ -53,6 +53,25 @@ TEST(PageDigestMemo, RepeatedPromptIsServedFromTheMemoWithTheSameDigests) {
   EXPECT_EQ(memo.misses(), 20u);
 }
 
+// The prefix query's first page: hashed before the memo is read, with the
+// same digest, memoised on a miss and not inserted twice on a hit.
+TEST(PageDigestMemo, HashingFirstGivesTheSameDigestsAndMemoises) {
+  PageDigestMemo memo;
+  const std::vector<uint32_t> tokens = Prompt(5, 3);
+  const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
+  for (int pass = 0; pass < 2; ++pass) {
+    PageHasher hasher(tokens, kPage, false, &memo);
+    char hex[kPageHashHexLength];
+    ToHex(hasher.NextHashingFirst(), hex);
+    EXPECT_EQ(std::string(hex, sizeof hex), reference[0]);
+    ToHex(hasher.Next(), hex);
+    EXPECT_EQ(std::string(hex, sizeof hex), reference[1]);
+  }
+  // Pass 1: both pages missed and were memoised; pass 2: both found.
+  EXPECT_EQ(memo.misses(), 2u);
+  EXPECT_EQ(memo.hits(), 2u);
+}
+
 TEST(PageDigestMemo, SharedPrefixIsLookedUpAndTheRestIsHashed) {
   PageDigestMemo memo;
   std::vector<uint32_t> first = Prompt(1, 12);

@@ -151,6 +151,18 @@ const PageDigest& PageHasher::Next() {
   return digest_;
 }
 
+const PageDigest& PageHasher::NextHashingFirst() {
+  if (memo_ == nullptr) return Next();
+  const size_t page = next_page_++;
+  if (keys_known_ <= page) ComputeNextKey();
+  const PageDigestMemo::Key& key = keys_[page % kKeyRing];
+  memo_->Prefetch(key);
+  HashPage(page);
+  PageDigest memoised;
+  if (!memo_->Find(key, &memoised)) memo_->Insert(key, digest_);
+  return digest_;
+}
+
 void PageHasher::LookAhead(size_t pages) {
   if (memo_ == nullptr) return;
   const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));

@@ -149,6 +149,12 @@ class PageHasher {
 
   // Digest of the next page. Call at most pages() times.
   const PageDigest& Next();
+  // The same, hashing the page while its memo entry is on its way and only
+  // then looking it up: a page the memo most likely lacks (the first page
+  // of a prefix query, nothing looked ahead) then costs its hash, not a
+  // memory round trip and its hash; one the memo holds, a hash it did not
+  // need.
+  const PageDigest& NextHashingFirst();
 
   // With a memo: computes the memo keys of the next `pages` pages (at most
   // kMaxLookAhead) not computed yet and starts their entries on their way

@@ -50,7 +50,13 @@ struct Round {
   bool batched[kPagesPerRound] = {};
   uint32_t first_key[kPagesPerRound] = {};
   uint32_t n_keys = 0;
-  Fingerprint keys[kRoundKeys];
+  // Written before it is read: left uninitialized, since zeroing three
+  // rounds' 4 KiB would cost every query (an unrelated prompt's prefix
+  // query costs less than that).
+  union Keys {
+    Keys() {}
+    Fingerprint at[kRoundKeys];
+  } keys;
 };
 
 // One query's state and steps, whatever the source of the page hashes.
@@ -72,9 +78,10 @@ class Query {
   PageQueryResult AllPages(std::span<uint8_t> hits) {
     PageQueryResult result;
     result.n_pages = n_pages_;
-    Round* hashed = &rounds_[0];   // round r
-    Round* probed = &rounds_[1];   // round r-1
-    Round* fetched = &rounds_[2];  // round r-2
+    Round rounds[3];
+    Round* hashed = &rounds[0];   // round r
+    Round* probed = &rounds[1];   // round r-1
+    Round* fetched = &rounds[2];  // round r-2
     bool leading_run = true;
     const size_t n_rounds = (n_pages_ + kPagesPerRound - 1) / kPagesPerRound;
     for (size_t r = 0; r < n_rounds + 2; ++r) {
@@ -96,7 +103,7 @@ class Query {
       bool hit[kPagesPerRound];
       {
         Index::Reader reader(index_);
-        for (uint32_t k = 0; k < probed->n_keys; ++k) reader.PrefetchKey(probed->keys[k]);
+        for (uint32_t k = 0; k < probed->n_keys; ++k) reader.PrefetchKey(probed->keys.at[k]);
         CheckExactKeys(reader, *fetched, hit);
       }
       for (size_t i = 0; i < fetched->n; ++i) {
@@ -175,7 +182,9 @@ class Query {
       if (!round.batched[i]) continue;
       SetKeyHash(page.hash);
       round.first_key[i] = round.n_keys;
-      for (uint32_t k = 0; k < n_keys; ++k) round.keys[round.n_keys + k] = KeyFingerprint(page.level->first_suffix + k);
+      for (uint32_t k = 0; k < n_keys; ++k) {
+        round.keys.at[round.n_keys + k] = KeyFingerprint(page.level->first_suffix + k);
+      }
       round.n_keys += n_keys;
     }
   }
@@ -194,7 +203,7 @@ class Query {
       if (!round.batched[i]) continue;
       const PendingPage& page = round.pages[i];
       const KeyCheck keys = reader.CheckKeys(
-          std::span<const Fingerprint>(round.keys + round.first_key[i], page.level->n_suffixes), page.probe.ref);
+          std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes), page.probe.ref);
       hit[i] = keys.all_present;
       // Marked only if every key was stored under the group; refused if
       // the group changed since the probe (see ProveByKeys).
@@ -285,7 +294,6 @@ class Query {
   Fingerprint key_head_;  // with split keys: the part every key of the page shares
   KeyBuffer group_;
   Fingerprint fingerprints_[kKeysPerRound];
-  Round rounds_[3];  // AllPages' pipeline stages
 };
 
 void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {
@@ -327,8 +335,10 @@ class TokenHashes {
       : hasher_(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread()),
         look_ahead_(look_ahead) {}
   size_t pages() const { return hasher_.pages(); }
-  void operator()(size_t, char* out) {
-    ToHex(hasher_.Next(), out);
+  void operator()(size_t page, char* out) {
+    // A prefix query looks nothing ahead; its first page most often belongs
+    // to a prompt nobody stored (or this thread never hashed).
+    ToHex(!look_ahead_ && page == 0 ? hasher_.NextHashingFirst() : hasher_.Next(), out);
     if (look_ahead_) hasher_.LookAhead(kPagesPerRound);
   }
 
