@@ -28,6 +28,7 @@
 #include "child_process.h"  // tests/: the tools as child processes
 #include "etcd_process.h"   // tests/: a real etcd
 #include "shared_cache_index.h"
+#include "tool_json.h"
 
 namespace sci::bench {
 namespace {
@@ -37,15 +38,6 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t kPagesPerPrompt = 128;
 constexpr uint64_t kKeysPerPage = 16;  // tp8
-
-// The string after "<field>":" in a one-line JSON object (no escapes expected).
-std::string JsonString(const std::string& json, const std::string& field) {
-  const std::string needle = "\"" + field + "\":\"";
-  const size_t at = json.find(needle);
-  if (at == std::string::npos) return {};
-  const size_t end = json.find('"', at + needle.size());
-  return json.substr(at + needle.size(), end - at - needle.size());
-}
 
 int PortOf(const std::string& url) { return std::atoi(url.substr(url.rfind(':') + 1).c_str()); }
 

@@ -27,8 +27,9 @@
 #include <thread>
 
 #include "child_process.h"  // tests/: the tools as child processes
-#include "index/index.h"
 #include "feed/subscriber.h"
+#include "index/index.h"
+#include "tool_json.h"
 
 namespace sci::bench {
 namespace {
@@ -38,22 +39,6 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t kPagesPerPrompt = 128;
 constexpr uint64_t kKeysPerPage = 16;  // tp8
-
-// The unsigned number after "<field>": in a one-line JSON object; 0 if absent.
-uint64_t JsonNumber(const std::string& json, const std::string& field) {
-  const std::string needle = "\"" + field + "\":";
-  const size_t at = json.find(needle);
-  return at == std::string::npos ? 0 : std::strtoull(json.c_str() + at + needle.size(), nullptr, 10);
-}
-
-// The string after "<field>":" in a one-line JSON object (no escapes expected).
-std::string JsonString(const std::string& json, const std::string& field) {
-  const std::string needle = "\"" + field + "\":\"";
-  const size_t at = json.find(needle);
-  if (at == std::string::npos) return {};
-  const size_t end = json.find('"', at + needle.size());
-  return json.substr(at + needle.size(), end - at - needle.size());
-}
 
 void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
   const uint64_t expected = prompts * kPagesPerPrompt * kKeysPerPage;
