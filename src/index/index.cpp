@@ -310,17 +310,17 @@ void Index::ClearTables() {
   }
   // Shard by shard, so readers wait for one shard's release at a time, and
   // each array is freed (unmapped) after its lock is released.
-  for (GroupTable& groups : group_shards_) {
+  for (size_t i = 0; i < kGroupShards; ++i) {
     GroupTable gone;
     WriterLock lock(tables_lock_);
-    group_count_.fetch_sub(groups.size(), std::memory_order_relaxed);
-    groups.swap(gone);
+    group_count_.fetch_sub(group_shards_[i].size(), std::memory_order_relaxed);
+    group_shards_[i].swap(gone);
   }
-  for (KeyTable& keys : key_shards_) {
+  for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
     WriterLock lock(tables_lock_);
-    key_count_.fetch_sub(keys.size(), std::memory_order_relaxed);
-    keys.swap(gone);
+    key_count_.fetch_sub(key_shards_[i].size(), std::memory_order_relaxed);
+    key_shards_[i].swap(gone);
   }
   // No key refers to any group now: every ref is free again.
   group_of_ref_.resize(1);
