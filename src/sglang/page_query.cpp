@@ -18,14 +18,15 @@ namespace {
 // page's keys overlap instead of queueing.
 constexpr uint32_t kKeysPerRound = 16;
 
-// Pages per round. A query is a pipeline of rounds: while round r is
-// hashed (SHA-256, the bulk of the work), the group lines of round r were
-// prefetched and are on their way; the groups of round r-1 are probed and
-// the keys of its exact-path pages fingerprinted and prefetched; the keys
-// of round r-2 (fetched while r-1 was hashed) are checked and its pages
-// answered. So the DRAM round trips hide behind hashing instead of adding
-// to it, and each round costs two short reader-lock holds (the lock word is
-// the only line two querying threads both write).
+// Pages per round. A query is a pipeline of rounds; each step
+//   - hashes round r (SHA-256, the bulk of the work) and prefetches its
+//     groups' lines,
+//   - probes round r-1's groups (their lines arrived while r was hashed),
+//     and fingerprints and prefetches the keys of its exact-path pages,
+//   - checks round r-2's keys (they arrived meanwhile) and answers its pages.
+// So the DRAM round trips hide behind hashing instead of adding to it, and
+// each round costs two short reader-lock holds (the lock word is the only
+// line two querying threads both write).
 constexpr size_t kPagesPerRound = 16;
 
 // A page between its hash and its answer.
