@@ -26,12 +26,6 @@ struct Fingerprint {
   friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
 };
 
-// The fingerprint is already uniformly distributed: hand its low half to the
-// hash table as is instead of hashing it a second time.
-struct FingerprintHash {
-  size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
-};
-
 // Seed of a tenant's key space. An empty tenant means "default".
 inline uint64_t TenantSeed(std::string_view tenant) {
   if (tenant.empty()) tenant = "default";

@@ -120,16 +120,29 @@ class FingerprintTable {
   // meanwhile), then swaps it in under the lock: readers never wait for a
   // rebuild, only for the swap.
   FingerprintTable Grown() const {
+    // Sized for one more entry at kGrowLoad; throws bad_alloc before any change.
+    size_t n = static_cast<size_t>(static_cast<double>(size_ + 1) / (kEntries * kGrowLoad)) + 1;
+    if (n < kMinBuckets) n = kMinBuckets;
     FingerprintTable grown;
-    grown.Rebuild(size_ + 1, buckets_.get(), n_buckets_);
+    grown.buckets_ = AllocateBuckets(n);
+    grown.n_buckets_ = n;
     grown.size_ = size_;
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      const Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i)) grown.Place(bucket.keys[i], bucket.values[i]);
+      }
+    }
     return grown;
   }
 
   // Inserts `key` (which must be absent) with `value`; the stored value.
   // Throws std::bad_alloc if the table must grow and cannot: unchanged then.
   Value* insert_absent(const PackedFingerprint& key, const Value& value) {
-    if (size_ + 1 > MaxSize()) Grow(size_ + 1);
+    if (full()) {
+      FingerprintTable grown = Grown();  // the index grows tables ahead (MakeRoom); this is the fallback
+      swap(grown);
+    }
     Value* stored = Place(key, value);
     ++size_;
     return stored;
@@ -271,29 +284,6 @@ class FingerprintTable {
     if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
     (void)::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // a hint: 4 KiB pages if refused
     return reinterpret_cast<void*>(aligned);
-  }
-
-  // Rebuilds into a bucket array sized for `needed` entries at kGrowLoad.
-  void Grow(size_t needed) {
-    FingerprintTable grown;
-    grown.Rebuild(needed, buckets_.get(), n_buckets_);  // throws bad_alloc: nothing changed
-    grown.size_ = size_;
-    swap(grown);
-  }
-
-  // Fills this (empty) table, sized for `needed` entries at kGrowLoad, with
-  // the entries of `from`.
-  void Rebuild(size_t needed, const Bucket* from, size_t n_from) {
-    size_t n = static_cast<size_t>(static_cast<double>(needed) / (kEntries * kGrowLoad)) + 1;
-    if (n < kMinBuckets) n = kMinBuckets;
-    buckets_ = AllocateBuckets(n);
-    n_buckets_ = n;
-    for (size_t b = 0; b < n_from; ++b) {
-      const Bucket& bucket = from[b];
-      for (uint32_t i = 0; i < kEntries; ++i) {
-        if (bucket.Occupied(i)) Place(bucket.keys[i], bucket.values[i]);
-      }
-    }
   }
 
   BucketArray buckets_;

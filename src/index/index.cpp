@@ -138,9 +138,9 @@ void Index::WarmUp(const Fingerprint& key, const Fingerprint* group) const {
   const GroupRef* ref = keys.find(packed);
   if (ref != nullptr && *ref != kNoGroup) {
     const Fingerprint& current = group_of_ref_[*ref];
-    sink = group_shards_[GroupShardOf(current)].contains(PackedKey(current));
+    sink = groups_.contains(PackedKey(current));
   }
-  if (group != nullptr) sink = group_shards_[GroupShardOf(*group)].contains(PackedKey(*group));
+  if (group != nullptr) sink = groups_.contains(PackedKey(*group));
   (void)sink;
 }
 
@@ -159,10 +159,7 @@ void SwapIn(TableLock& lock, Table& table, Table grown) {
 void Index::MakeRoom(const Fingerprint& key, const Fingerprint* group) {
   KeyTable& keys = key_shards_[ShardOf(key)];
   if (keys.full()) SwapIn(tables_lock_, keys, keys.Grown());
-  if (group != nullptr) {
-    GroupTable& groups = group_shards_[GroupShardOf(*group)];
-    if (groups.full()) SwapIn(tables_lock_, groups, groups.Grown());
-  }
+  if (group != nullptr && groups_.full()) SwapIn(tables_lock_, groups_, groups_.Grown());
 }
 
 bool Index::HasRoom() const {
@@ -221,7 +218,7 @@ void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
 }
 
 Index::GroupState* Index::FindGroup(const Fingerprint& group) {
-  return group_shards_[GroupShardOf(group)].find(PackedKey(group));
+  return groups_.find(PackedKey(group));
 }
 
 Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
@@ -247,15 +244,14 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
   GroupState state;
   state.generation = next_generation_++;
   state.ref = ref;
-  GroupState* stored = group_shards_[GroupShardOf(group)].insert_absent(PackedKey(group), state);
+  GroupState* stored = groups_.insert_absent(PackedKey(group), state);
   group_count_.fetch_add(1, std::memory_order_relaxed);
   return stored;
 }
 
 void Index::DetachKey(GroupRef ref) {
   const Fingerprint group = group_of_ref_[ref];
-  GroupTable& groups = group_shards_[GroupShardOf(group)];
-  GroupState* found = groups.find(PackedKey(group));
+  GroupState* found = groups_.find(PackedKey(group));
   GroupState& state = *found;
   if (--state.keys > 0) {
     Invalidate(state);
@@ -265,7 +261,7 @@ void Index::DetachKey(GroupRef ref) {
   // another group (a probe of this one sees the group gone, or a new
   // generation, and marks nothing).
   ForgetVerification(state);
-  groups.erase(found);
+  groups_.erase(found);
   group_count_.fetch_sub(1, std::memory_order_relaxed);
   free_refs_.push_back(ref);
 }
@@ -295,9 +291,7 @@ void Index::DropAllVerification() {
   // The epoch wraps (after 4 billion clears): words from the old epoch 1
   // would look current again, so wipe every word.
   verify_state_.store(uint64_t{1} << 32, std::memory_order_release);
-  for (GroupTable& groups : group_shards_) {
-    groups.for_each([](const PackedKey&, GroupState& state) { state.verification.word.store(0, std::memory_order_relaxed); });
-  }
+  groups_.for_each([](const PackedKey&, GroupState& state) { state.verification.word.store(0, std::memory_order_relaxed); });
 }
 
 void Index::ClearTables() {
@@ -310,11 +304,11 @@ void Index::ClearTables() {
   }
   // Shard by shard, so readers wait for one shard's release at a time, and
   // each array is freed (unmapped) after its lock is released.
-  for (size_t i = 0; i < kGroupShards; ++i) {
+  {
     GroupTable gone;
     WriterLock lock(tables_lock_);
-    group_count_.fetch_sub(group_shards_[i].size(), std::memory_order_relaxed);
-    group_shards_[i].swap(gone);
+    group_count_.fetch_sub(groups_.size(), std::memory_order_relaxed);
+    groups_.swap(gone);
   }
   for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
@@ -386,7 +380,7 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
 
 GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
   if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
-  const GroupState* state = group_shards_[GroupShardOf(group)].find(PackedKey(group));
+  const GroupState* state = groups_.find(PackedKey(group));
   if (state == nullptr) return GroupProbe{};
   GroupProbe probe;
   probe.exists = true;
@@ -401,7 +395,7 @@ GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) co
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
   if (held_.load(std::memory_order_relaxed)) return false;
-  GroupState* state = group_shards_[GroupShardOf(group)].find(PackedKey(group));
+  GroupState* state = groups_.find(PackedKey(group));
   // A key stored under the group, or leaving it, since the probe: what the
   // caller checked may not be the group's current object set.
   if (state == nullptr || state->generation != probe.generation) return false;

@@ -181,7 +181,7 @@ class Index {
       index_.key_shards_[ShardOf(packed)].prefetch(packed);
     }
     void PrefetchGroup(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      index_.group_shards_[GroupShardOf(group)].prefetch(PackedKey(group));
+      index_.groups_.prefetch(PackedKey(group));
     }
     bool ContainsKey(const Fingerprint& key) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.ContainsKeyLocked(key);
@@ -216,10 +216,7 @@ class Index {
  private:
   static constexpr size_t kShardBits = 3;
   static constexpr size_t kShards = size_t{1} << kShardBits;
-  // Groups are one table: 16 times fewer than keys (tp8), it stays a few
-  // MiB, so it gets huge pages (the fast path probes one line per page),
-  // and its rebuild is no longer than a key shard's.
-  static constexpr size_t kGroupShards = 1;
+
 
   struct VerificationWord {
     // Only the writer moves group states (rehash, with tables_lock_ held
@@ -248,10 +245,9 @@ class Index {
   using GroupTable = FingerprintTable<GroupState>;
   using PackedKey = PackedFingerprint;
 
-  // Shards use the high bits of the fingerprint; the tables place by the low half.
+  // Key shards use the high bits of the fingerprint; the tables place by the low half.
   static size_t ShardOf(const Fingerprint& f) { return static_cast<size_t>(f.high >> (64 - kShardBits)); }
   static size_t ShardOf(const PackedKey& k) { return static_cast<size_t>(k.words[3] >> (32 - kShardBits)); }
-  static size_t GroupShardOf(const Fingerprint&) { return 0; }
 
   static uint64_t PackVerification(uint32_t epoch, LayoutId layout) {
     return (uint64_t{epoch} << 32) | layout;
@@ -307,7 +303,10 @@ class Index {
   // Guards every table below: see "Concurrency" above.
   mutable TableLock tables_lock_;
   std::array<KeyTable, kShards> key_shards_ ABSL_GUARDED_BY(tables_lock_);
-  std::array<GroupTable, kGroupShards> group_shards_ ABSL_GUARDED_BY(tables_lock_);
+  // Groups are one table: 16 times fewer than keys (tp8), it is a few MiB,
+  // so it gets huge pages (the fast path probes one line per page), and its
+  // rebuild is no longer than a key shard's.
+  GroupTable groups_ ABSL_GUARDED_BY(tables_lock_);
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused
