@@ -182,7 +182,8 @@ void BM_Latency(benchmark::State& state, const Case& c) {
   {
     PacedWriter writer(applier, *writer_events);
     applier.DropVerification(request);
-    CheckPages(index, *request.layout, request.tokens, kPageSize, hits);  // warm: verified, memoised
+    // Warm: verified, and memoised on the second sight.
+    for (int sight = 0; sight < 2; ++sight) CheckPages(index, *request.layout, request.tokens, kPageSize, hits);
     const auto query = [&](std::vector<double>* samples) {
       if (!c.fast_path) applier.DropVerification(request);
       if (!c.repeated) memo.Clear();

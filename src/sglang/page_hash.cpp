@@ -129,6 +129,7 @@ void PageHasher::HashPage(size_t page) {
   if (page > 0) SHA256_Update(&ctx, digest_.data(), digest_.size());
   ForEachUnitChunk(page, [&ctx](const void* bytes, size_t n) { SHA256_Update(&ctx, bytes, n); });
   SHA256_Final(digest_.data(), &ctx);
+  if (memo_ != nullptr) memo_->CountHashed();
 }
 
 void PageHasher::ComputeNextKey() {
@@ -138,33 +139,40 @@ void PageHasher::ComputeNextKey() {
 
 const PageDigest& PageHasher::Next() {
   const size_t page = next_page_++;
-  if (memo_ == nullptr) {
+  if (memo_use_ == MemoUse::kDeferred) ResolveDeferredFirstPage();
+  if (memo_ == nullptr || memo_use_ == MemoUse::kBypass) {
     HashPage(page);
     return digest_;
   }
   if (keys_known_ <= page) ComputeNextKey();
   const PageDigestMemo::Key& key = keys_[page % kKeyRing];
-  if (!memo_->Find(key, &digest_)) {
+  const bool found = memo_->Find(key, &digest_);
+  if (!found) {
     HashPage(page);
     memo_->Insert(key, digest_);
   }
+  if (memo_use_ == MemoUse::kUndecided) memo_use_ = found ? MemoUse::kLookUp : MemoUse::kBypass;
   return digest_;
 }
 
 const PageDigest& PageHasher::NextHashingFirst() {
-  if (memo_ == nullptr) return Next();
-  const size_t page = next_page_++;
-  if (keys_known_ <= page) ComputeNextKey();
-  const PageDigestMemo::Key& key = keys_[page % kKeyRing];
-  memo_->Prefetch(key);
-  HashPage(page);
-  PageDigest memoised;
-  if (!memo_->Find(key, &memoised)) memo_->Insert(key, digest_);
+  next_page_ = 1;
+  HashPage(0);
+  if (memo_ != nullptr) memo_use_ = MemoUse::kDeferred;
   return digest_;
 }
 
+void PageHasher::ResolveDeferredFirstPage() {
+  // digest_ still is the first page's.
+  ComputeNextKey();
+  PageDigest memoised;
+  const bool found = memo_->Find(keys_[0], &memoised);
+  if (!found) memo_->Insert(keys_[0], digest_);
+  memo_use_ = found ? MemoUse::kLookUp : MemoUse::kBypass;
+}
+
 void PageHasher::LookAhead(size_t pages) {
-  if (memo_ == nullptr) return;
+  if (memo_ == nullptr || memo_use_ != MemoUse::kLookUp) return;
   const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
   while (keys_known_ < until) {
     ComputeNextKey();

@@ -118,6 +118,9 @@ class PageDigestMemo {
   size_t capacity() const { return mask_ + 1; }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  // Pages SHA-256 hashed by the hashers using this memo.
+  uint64_t pages_hashed() const { return pages_hashed_; }
+  void CountHashed() { ++pages_hashed_; }
 
  private:
   // One cache line: a lookup touches one line whether it hits or misses.
@@ -134,12 +137,22 @@ class PageDigestMemo {
   uint32_t epoch_ = 1;  // entries start at 0: empty
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
+  uint64_t pages_hashed_ = 0;
 };
 
 // Walks the chained digests of one request, page after page. Cheap to
-// construct (it holds only views, the previous digest and a few memo keys); not thread-safe,
-// so each query owns one. With a memo, a page whose input the memo has seen
-// is looked up instead of hashed, and every page hashed is memoised.
+// construct (it holds only views, the previous digest and a few memo keys);
+// not thread-safe, so each query owns one.
+//
+// With a memo, a request is memoised on its second sight. Its first page is
+// always looked up. If the memo holds it, the request (or a prefix of it)
+// was seen before: every page is looked up, served from the memo if there,
+// else hashed and memoised. If not, only the first page is memoised, as the
+// request's sighting, and the rest is hashed without the memo. Why: most
+// requests a router sees are new, and memoising a page costs an XXH3 pass
+// over its units and a memo line (about a sixth of its SHA-256), which only
+// a repeat pays back; a repeated prefix is memoised in full on its second
+// query and served from the memo from its third on.
 class PageHasher {
  public:
   PageHasher(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle, PageDigestMemo* memo = nullptr)
@@ -149,11 +162,11 @@ class PageHasher {
 
   // Digest of the next page. Call at most pages() times.
   const PageDigest& Next();
-  // The same, hashing the page while its memo entry is on its way and only
-  // then looking it up: a page the memo most likely lacks (the first page
-  // of a prefix query, nothing looked ahead) then costs its hash, not a
-  // memory round trip and its hash; one the memo holds, a hash it did not
-  // need.
+  // The first page's digest (call it first or not at all), hashed without
+  // the memo, which is consulted only if the caller goes on to the second
+  // page (the request's sighting, as above, is then recorded). For a
+  // prefix query: its first page most often belongs to a request nobody
+  // stored, which then costs one SHA-256 and nothing else.
   const PageDigest& NextHashingFirst();
 
   // With a memo: computes the memo keys of the next `pages` pages (at most
@@ -182,6 +195,17 @@ class PageHasher {
   // for page 0): one XXH3 pass over its units (PageDigestMemo::KeyOf).
   PageDigestMemo::Key MemoKey(size_t page, const PageDigestMemo::Key* parent) const;
 
+  // How the memo serves this request (see the class comment).
+  enum class MemoUse {
+    kUndecided,  // the first page is not looked up yet
+    kDeferred,   // the first page was hashed without the memo (NextHashingFirst)
+    kLookUp,     // seen before: every page is looked up
+    kBypass,     // first sight, or no memo: hash every page
+  };
+  // Looks the first page up, once it was hashed by NextHashingFirst; memoises it on a miss.
+  void ResolveDeferredFirstPage();
+
+  MemoUse memo_use_ = MemoUse::kUndecided;
   size_t next_page_ = 0;
   PageDigest digest_{};
   // Memo keys of pages [keys_known_ - kKeyRing, keys_known_), by page modulo

@@ -130,14 +130,20 @@ class Query {
     result.n_pages = n_pages_;
     PendingPage pending;
     for (size_t page = 0; page < n_pages_; ++page) {
-      Prepare(page, pending);
+      HashPage(page, pending);
       ++result.pages_examined;
       if (!pending.checkable) break;
-      // Most prefixes end at a page nobody stored: its group is unknown and
-      // its first key absent. Both lookups are started together, so that
-      // miss costs one memory round trip, not two.
       SetKeyHash(pending.hash);
       const Fingerprint first_key = KeyFingerprint(pending.level->first_suffix);
+      // Most prefix queries are of prompts nobody stored: their first
+      // page's first key is absent, and that alone answers them, before the
+      // group is fingerprinted or probed. (A present key is checked again
+      // below, under the group probe's hold: that check is the one that counts.)
+      if (page == 0 && !index_.ContainsKey(first_key)) break;
+      FingerprintGroup(pending);
+      // Past the first page, most prefixes end at a page nobody stored: its
+      // group is unknown and its first key absent. Both lookups are started
+      // together, so that miss costs one memory round trip, not two.
       KeyCheck first_key_check{true, false};
       {
         Index::Reader reader(index_);
@@ -159,12 +165,17 @@ class Query {
  private:
   // Hashes page `page` and fingerprints its group id.
   void Prepare(size_t page, PendingPage& pending) {
+    HashPage(page, pending);
+    if (pending.checkable) FingerprintGroup(pending);
+  }
+  void HashPage(size_t page, PendingPage& pending) {
     pending.page = page;
     pending.level = &layout_.LevelFor(page, n_pages_);
     pending.probe = GroupProbe{};
     write_hash_(page, pending.hash);
     pending.checkable = pending.level->n_suffixes > 0;
-    if (!pending.checkable) return;
+  }
+  void FingerprintGroup(PendingPage& pending) {
     group_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
     pending.group = layout_.GroupFingerprint(group_.Bare());
   }
