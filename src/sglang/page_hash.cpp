@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -156,6 +157,7 @@ const PageDigest& PageHasher::Next() {
 }
 
 const PageDigest& PageHasher::NextHashingFirst() {
+  assert(next_page_ == 0);
   next_page_ = 1;
   HashPage(0);
   if (memo_ != nullptr) memo_use_ = MemoUse::kDeferred;

@@ -200,7 +200,7 @@ class PageHasher {
     kUndecided,  // the first page is not looked up yet
     kDeferred,   // the first page was hashed without the memo (NextHashingFirst)
     kLookUp,     // seen before: every page is looked up
-    kBypass,     // first sight, or no memo: hash every page
+    kBypass,     // first sight: hash every later page without the memo
   };
   // Looks the first page up, once it was hashed by NextHashingFirst; memoises it on a miss.
   void ResolveDeferredFirstPage();

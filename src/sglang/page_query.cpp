@@ -168,6 +168,8 @@ class Query {
     HashPage(page, pending);
     if (pending.checkable) FingerprintGroup(pending);
   }
+  // The two halves of Prepare: a prefix query fingerprints its first
+  // page's group only once that page's first key was found.
   void HashPage(size_t page, PendingPage& pending) {
     pending.page = page;
     pending.level = &layout_.LevelFor(page, n_pages_);
