@@ -135,7 +135,7 @@ void PageHasher::HashPage(size_t page) {
 
 void PageHasher::ComputeNextKey() {
   const size_t page = keys_known_++;
-  keys_[page % kKeyRing] = MemoKey(page, page == 0 ? nullptr : &keys_[(page - 1) % kKeyRing]);
+  keys_.at[page % kKeyRing] = MemoKey(page, page == 0 ? nullptr : &keys_.at[(page - 1) % kKeyRing]);
 }
 
 const PageDigest& PageHasher::Next() {
@@ -146,7 +146,7 @@ const PageDigest& PageHasher::Next() {
     return digest_;
   }
   if (keys_known_ <= page) ComputeNextKey();
-  const PageDigestMemo::Key& key = keys_[page % kKeyRing];
+  const PageDigestMemo::Key& key = keys_.at[page % kKeyRing];
   const bool found = memo_->Find(key, &digest_);
   if (!found) {
     HashPage(page);
@@ -168,8 +168,8 @@ void PageHasher::ResolveDeferredFirstPage() {
   // digest_ still is the first page's.
   ComputeNextKey();
   PageDigest memoised;
-  const bool found = memo_->Find(keys_[0], &memoised);
-  if (!found) memo_->Insert(keys_[0], digest_);
+  const bool found = memo_->Find(keys_.at[0], &memoised);
+  if (!found) memo_->Insert(keys_.at[0], digest_);
   memo_use_ = found ? MemoUse::kLookUp : MemoUse::kBypass;
 }
 
@@ -178,7 +178,7 @@ void PageHasher::LookAhead(size_t pages) {
   const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
   while (keys_known_ < until) {
     ComputeNextKey();
-    memo_->Prefetch(keys_[(keys_known_ - 1) % kKeyRing]);
+    memo_->Prefetch(keys_.at[(keys_known_ - 1) % kKeyRing]);
   }
 }
 
