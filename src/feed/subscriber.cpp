@@ -429,9 +429,9 @@ class Subscriber::Loop {
   }
 
   void ApplyReceived(size_t n_frames) {
-    index_.counters().messages_received.Add();
     if (resync_.active()) {
       // Held for the resync (buffered, or dropped before it starts).
+      index_.counters().messages_received.Add();
       resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
       return;
     }
@@ -450,6 +450,9 @@ class Subscriber::Loop {
       Logf(LogLevel::kError, "subscriber %s: out of memory applying a message; index cleared", endpoint_for_logs_);
     }
     if (applied) OnMessageApplied(Clock::now());
+    // Counted once the message has been dealt with, so that whoever sees
+    // the count sees what the message did to the index (tests wait on it).
+    index_.counters().messages_received.Add();
   }
 
   void OnConnected(const std::string& address) {
