@@ -50,10 +50,19 @@ int ThreadCount() {
 
 // The count before a test starts a subscriber, once the process has made
 // and ended a thread of its own (ThreadSanitizer starts a helper thread of
-// its own at the first one).
+// its own at the first one) and no thread is on its way out: a joined
+// thread can stay listed in /proc/self/task for a moment after the join
+// returns (the kernel reaps it just after waking the joiner). Bounded.
 int BaselineThreadCount() {
   std::thread([] {}).join();
-  return ThreadCount();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int last = ThreadCount();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int now = ThreadCount();
+    if (now == last || std::chrono::steady_clock::now() > deadline) return now;
+    last = now;
+  }
 }
 
 constexpr char kNobodyListens[] = "tcp://127.0.0.1:9";
