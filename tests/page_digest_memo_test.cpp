@@ -1,9 +1,9 @@
 // The page digest memo: a digest served from it is the digest SHA-256 gives
 // for the same page input, whatever the prompts, prefixes, eagle mode,
 // slot collisions and clears; a request is memoised on its second sight
-// and served without rehashing from its third; each thread has its own. References come from the hasher
-// without a memo (itself pinned to an independent libcrypto interface by
-// page_hash_test).
+// and served without rehashing from its third; each thread has its own.
+// References come from the hasher without a memo (itself pinned to an
+// independent libcrypto interface by page_hash_test).
 #include <gtest/gtest.h>
 
 #include <cstdint>

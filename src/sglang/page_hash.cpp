@@ -141,7 +141,7 @@ void PageHasher::ComputeNextKey() {
 const PageDigest& PageHasher::Next() {
   const size_t page = next_page_++;
   if (memo_use_ == MemoUse::kDeferred) ResolveDeferredFirstPage();
-  if (memo_ == nullptr || memo_use_ == MemoUse::kBypass) {
+  if (memo_use_ == MemoUse::kBypass) {
     HashPage(page);
     return digest_;
   }
@@ -160,7 +160,7 @@ const PageDigest& PageHasher::NextHashingFirst() {
   assert(next_page_ == 0);
   next_page_ = 1;
   HashPage(0);
-  if (memo_ != nullptr) memo_use_ = MemoUse::kDeferred;
+  if (memo_use_ == MemoUse::kUndecided) memo_use_ = MemoUse::kDeferred;
   return digest_;
 }
 
@@ -174,7 +174,7 @@ void PageHasher::ResolveDeferredFirstPage() {
 }
 
 void PageHasher::LookAhead(size_t pages) {
-  if (memo_ == nullptr || memo_use_ != MemoUse::kLookUp) return;
+  if (memo_use_ != MemoUse::kLookUp) return;
   const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
   while (keys_known_ < until) {
     ComputeNextKey();

@@ -156,7 +156,11 @@ class PageDigestMemo {
 class PageHasher {
  public:
   PageHasher(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle, PageDigestMemo* memo = nullptr)
-      : tokens_(tokens), page_size_(page_size), eagle_(eagle), memo_(memo) {}
+      : tokens_(tokens),
+        page_size_(page_size),
+        eagle_(eagle),
+        memo_(memo),
+        memo_use_(memo == nullptr ? MemoUse::kBypass : MemoUse::kUndecided) {}
 
   size_t pages() const { return WholePages(tokens_.size(), page_size_, eagle_); }
 
@@ -200,12 +204,12 @@ class PageHasher {
     kUndecided,  // the first page is not looked up yet
     kDeferred,   // the first page was hashed without the memo (NextHashingFirst)
     kLookUp,     // seen before: every page is looked up
-    kBypass,     // first sight: hash every later page without the memo
+    kBypass,     // no memo, or first sight: hash every (later) page without it
   };
   // Looks the first page up, once it was hashed by NextHashingFirst; memoises it on a miss.
   void ResolveDeferredFirstPage();
 
-  MemoUse memo_use_ = MemoUse::kUndecided;
+  MemoUse memo_use_;
   size_t next_page_ = 0;
   PageDigest digest_{};
   // Memo keys of pages [keys_known_ - kKeyRing, keys_known_), by page modulo
