@@ -1,12 +1,19 @@
 // The index's hash table (index/fingerprint_table.h) against a model, with
 // keys crowded onto a few home buckets so that chains of overflow form and
-// erases must undo exactly the counts their insertions made; and the rule
-// that splits a key's fingerprint (index/fingerprint.h), against a plain
-// byte-by-byte reading of it.
+// erases must undo exactly the counts their insertions made; the rule that
+// splits a key's fingerprint (index/fingerprint.h), against a plain
+// byte-by-byte reading of it; and the fingerprints of hash-ended strings
+// (group ids): which strings are hash-ended, what tells them apart, and how
+// evenly they spread.
 #include "index/fingerprint_table.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -152,6 +159,115 @@ TEST(FingerprintSplit, ASplitKeyIsItsPartsCombined) {
   // Whole keys and combined parts are separate domains: a key made of
   // another key's part bytes does not take its fingerprint.
   EXPECT_NE(FingerprintOf(seed, key), FingerprintPart(seed, key));
+}
+
+// ---- hash-ended strings (group ids) ----
+
+std::string RandomHash(std::mt19937_64& rng) {
+  std::string hash(64, '0');
+  for (char& c : hash) c = "0123456789abcdef"[rng() % 16];
+  return hash;
+}
+
+TEST(HashEndedFingerprint, IsHowAStringEndingWithItsFirstRunOfDigitsIsFingerprinted) {
+  const uint64_t seed = TenantSeed("default");
+  const std::string hash(64, 'c');
+  const HashEndSecret group = HashEndSecretOf(seed, "sglang-hicache:");
+  EXPECT_EQ(FingerprintOf(seed, "sglang-hicache:" + hash), HashEndedFingerprint(group, hash.data()));
+  EXPECT_EQ(FingerprintOf(seed, hash), HashEndedFingerprint(HashEndSecretOf(seed, ""), hash.data()));
+  // Not hash-ended: a longer run ends the string but its first 64 digits do
+  // not (a split key), and a run of 63.
+  EXPECT_EQ(FingerprintOf(seed, "x_" + hash + "9"),
+            CombineFingerprintParts(seed, FingerprintPart(seed, "x_" + hash), FingerprintPart(seed, "9")));
+  EXPECT_EQ(FingerprintOf(seed, "x_" + hash.substr(1)), FingerprintPart(seed, "x_" + hash.substr(1)));
+}
+
+TEST(HashEndedFingerprint, PrefixTenantCaseAndConstructionAllTellStringsApart) {
+  std::mt19937_64 rng(5);
+  const std::string hash = RandomHash(rng);
+  std::string upper = hash;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  ASSERT_NE(upper, hash);
+  const uint64_t seed = TenantSeed("default");
+  const Fingerprint group = FingerprintOf(seed, "sglang-hicache:" + hash);
+  EXPECT_NE(group, FingerprintOf(seed, "sglang-hicache:" + upper));
+  EXPECT_NE(group, FingerprintOf(seed, "sglang-hicache:tag_" + hash));
+  EXPECT_NE(group, FingerprintOf(seed, hash));
+  EXPECT_NE(group, FingerprintOf(TenantSeed("other"), "sglang-hicache:" + hash));
+  EXPECT_NE(group, FingerprintPart(seed, "sglang-hicache:" + hash));  // XXH3 of the same bytes
+  // One digit changed anywhere changes both halves.
+  for (size_t i = 0; i < hash.size(); ++i) {
+    std::string other = hash;
+    other[i] = other[i] == '0' ? '1' : '0';
+    const Fingerprint changed = FingerprintOf(seed, "sglang-hicache:" + other);
+    EXPECT_NE(changed.low, group.low) << "digit " << i;
+    EXPECT_NE(changed.high, group.high) << "digit " << i;
+  }
+}
+
+// Chi-square of the top 10 bits of each half over 1024 bins: the table
+// places a key by its low half's top bits and the index shards by the high
+// half, so both must spread evenly, for page hashes and for digit runs with
+// structure (distinct, but mostly zeros) alike. With 1023
+// degrees of freedom the statistic's mean is 1023 and its deviation 45; an
+// uneven mix lands in the thousands.
+double ChiSquareOfTopBits(const std::vector<uint64_t>& halves) {
+  std::array<double, 1024> bins{};
+  for (uint64_t h : halves) bins[h >> 54] += 1;
+  const double expected = static_cast<double>(halves.size()) / bins.size();
+  double chi = 0;
+  for (double n : bins) chi += (n - expected) * (n - expected) / expected;
+  return chi;
+}
+
+TEST(HashEndedFingerprint, SpreadsRandomAndStructuredDigitsEvenly) {
+  const HashEndSecret secret = HashEndSecretOf(TenantSeed("default"), "sglang-hicache:");
+  std::mt19937_64 rng(7);
+  constexpr size_t kStrings = 200000;
+  const auto consecutive = [](size_t i) {
+    char hex[65];
+    std::snprintf(hex, sizeof hex, "%064zx", i);
+    return std::string(hex, 64);
+  };
+  // A counter in one of eight 8-digit windows, the rest zeros.
+  const auto counter_in_a_window = [](size_t i) {
+    std::string hash(64, '0');
+    char digits[9];
+    std::snprintf(digits, sizeof digits, "%08zx", i);
+    hash.replace((i % 8) * 8, 8, digits);
+    return hash;
+  };
+  const std::pair<const char*, std::function<std::string(size_t)>> sources[] = {
+      {"random", [&rng](size_t) { return RandomHash(rng); }},
+      {"consecutive", consecutive},
+      {"counter in a window", counter_in_a_window},
+  };
+  for (const auto& [name, next] : sources) {
+    std::vector<uint64_t> lows, highs;
+    for (size_t i = 0; i < kStrings; ++i) {
+      const Fingerprint f = HashEndedFingerprint(secret, next(i).data());
+      lows.push_back(f.low);
+      highs.push_back(f.high);
+    }
+    EXPECT_LT(ChiSquareOfTopBits(lows), 1023 + 6 * 45) << name << ", low half";
+    EXPECT_LT(ChiSquareOfTopBits(highs), 1023 + 6 * 45) << name << ", high half";
+  }
+}
+
+TEST(HashEndedFingerprint, NoTwoOfAMillionPageHashesShareEitherHalf) {
+  const HashEndSecret secret = HashEndSecretOf(TenantSeed("default"), "sglang-hicache:");
+  std::mt19937_64 rng(9);
+  std::vector<uint64_t> lows, highs;
+  for (size_t i = 0; i < 1000000; ++i) {
+    const Fingerprint f = HashEndedFingerprint(secret, RandomHash(rng).data());
+    lows.push_back(f.low);
+    highs.push_back(f.high);
+  }
+  // A 64-bit collision among 10^6 random values has odds of 3 in 10^8.
+  for (std::vector<uint64_t>* halves : {&lows, &highs}) {
+    std::sort(halves->begin(), halves->end());
+    EXPECT_EQ(std::adjacent_find(halves->begin(), halves->end()), halves->end());
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "index/fingerprint.h"
 #include "sglang/layout.h"
 
 namespace sci {
@@ -199,6 +200,24 @@ TEST(LayoutGroupId, CarriesTheTag) {
   LayoutSpec spec = Mha(1, 1);
   spec.extra_backend_tag = "tag";
   EXPECT_EQ(Make(spec)->GroupId("h"), "sglang-hicache:tag_h");
+}
+
+// What the writer computes from a group id's bytes is what a query derives
+// from the page hash: with the usual prefixes (a hash-ended string, from
+// the prefix's secret) and with a tag of 64 hex digits (the prefix then
+// holds the first run, and the group id is fingerprinted whole).
+TEST(LayoutGroupId, FingerprintIsTheWritersFingerprintOfTheGroupId) {
+  const std::string hash = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+  for (const std::string& tag : std::vector<std::string>{"", "tag", "v2-0", std::string(64, 'a'), std::string(70, '7')}) {
+    for (const std::string tenant : {"", "tenant-b"}) {
+      LayoutSpec spec = Mha(2, 1);
+      spec.extra_backend_tag = tag;
+      spec.tenant_id = tenant;
+      const auto layout = Make(spec);
+      EXPECT_EQ(layout->GroupFingerprint(hash.data()), FingerprintOf(TenantSeed(tenant), layout->GroupId(hash)))
+          << "tag '" << tag << "', tenant '" << tenant << "'";
+    }
+  }
 }
 
 // ---- layout ids ----

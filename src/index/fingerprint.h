@@ -1,13 +1,15 @@
 // 128-bit fingerprints of object keys and group ids.
 //
-// The index stores XXH3-128 fingerprints instead of the key bytes: a false
-// hit would need a 128-bit collision (about N / 2^128 per lookup for N
-// present keys), and a fingerprint is a fixed 16 bytes however long the key.
+// The index stores 128-bit fingerprints (XXH3-128, or NH for hash-ended
+// strings, below) instead of the key bytes: a false hit would need a 128-bit
+// collision (about N / 2^128 per lookup for N present keys), and a
+// fingerprint is a fixed 16 bytes however long the key.
 // The tenant is folded in as the hash seed, so the same key in two tenants
 // gives two unrelated fingerprints.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #define XXH_INLINE_ALL
@@ -40,9 +42,9 @@ inline uint64_t TenantSeed(std::string_view tenant) {
 // layout's few tails, so a page query hashes a page's head once and each of
 // its keys costs one 32-byte hash, not a hash of the whole key. The writer
 // applies the same rule to whatever key it is given, so both sides agree on
-// every key whatever its shape; a key without such a run (or with nothing
-// after it: group ids end with the hash) is hashed whole, in a separate seed
-// domain from the combined parts.
+// every key whatever its shape; a key without such a run is hashed whole,
+// in a separate seed domain from the combined parts, and one that ends with
+// it (group ids end with the hash) is hash-ended (below).
 inline constexpr size_t kFingerprintHexRun = 64;
 inline constexpr size_t kNoFingerprintSplit = static_cast<size_t>(-1);
 
@@ -70,24 +72,83 @@ inline uint64_t HexDigitMask64(const char* p) {
   return mask;
 }
 
-// Where `bytes` splits into head and tail: just after the first 64 digits of
-// its first run of at least 64 hex digits (either case), if a byte follows
-// them; else kNoFingerprintSplit. The writer calls it for every event, so
-// it tests 64-byte windows at once and skips past each window's last
+// Just past the 64th digit of `bytes`' first run of at least 64 hex digits
+// (either case), or kNoHexRun. The writer calls it for every event, so it
+// tests 64-byte windows at once and skips past each window's last
 // non-digit: an SGLang key costs one window.
-inline size_t FingerprintSplit(std::string_view bytes) {
-  if (bytes.size() <= kFingerprintHexRun) return kNoFingerprintSplit;
+inline constexpr size_t kNoHexRun = static_cast<size_t>(-1);
+inline size_t HexRunEnd(std::string_view bytes) {
   // No window starting before `start` is all digits, so the first one that
   // is starts the first run of 64.
   for (size_t start = 0; start + kFingerprintHexRun <= bytes.size();) {
     const uint64_t mask = HexDigitMask64(bytes.data() + start);
-    if (mask == ~uint64_t{0}) {
-      const size_t split = start + kFingerprintHexRun;
-      return split < bytes.size() ? split : kNoFingerprintSplit;
-    }
+    if (mask == ~uint64_t{0}) return start + kFingerprintHexRun;
     start += kFingerprintHexRun - static_cast<size_t>(__builtin_clzll(~mask));  // past its last non-digit
   }
-  return kNoFingerprintSplit;
+  return kNoHexRun;
+}
+
+// Where `bytes` splits into head and tail: just after the first 64 digits of
+// its first run of at least 64 hex digits, if a byte follows them; else
+// kNoFingerprintSplit.
+inline size_t FingerprintSplit(std::string_view bytes) {
+  const size_t end = HexRunEnd(bytes);
+  return end != kNoHexRun && end < bytes.size() ? end : kNoFingerprintSplit;
+}
+
+// Hash-ended strings. A group id is "<prefix><64 hex page hash>": its first
+// run of 64 digits ends it. Such a string is fingerprinted from its prefix
+// (hashed once into a secret) and its 64 digits (mixed by one round of NH,
+// the universal hash of UMAC: four independent 64x64->128 multiplies,
+// summed), not by XXH3 over all its bytes: a page query fingerprints one
+// group id per page, and that hash was 40% of a verified page's lookup
+// (XXH3-128 over 79 bytes is a chain of dependent multiplies, in the way of
+// the probe). The writer gets the same fingerprint from the whole string.
+//
+// Collisions: the map from the NH sum to the fingerprint is a bijection, so
+// two digit runs collide only if their sums do; for page hashes (SHA-256
+// digests, 256 random bits in 64 digits) that is as likely as a 128-bit
+// collision, give or take a few bits. The digits are mixed as the bytes they
+// are, case included, so "AB.." and "ab.." stay distinct strings. The
+// prefix and tenant enter through the secret; the construction differs from
+// XXH3's, so a hash-ended string cannot take a fingerprint of another shape
+// but by chance.
+struct HashEndSecret {
+  uint64_t k[9];
+};
+
+inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view prefix) {
+  constexpr uint64_t kHashEndDomain = 0x243F6A8885A308D3ull;  // pi's first fraction bits
+  // Fixed odd constants (the fraction bits of pi, continued); the prefix's
+  // hash varies them per prefix and tenant.
+  constexpr uint64_t kKeys[9] = {0x13198A2E03707345ull, 0xA4093822299F31D1ull, 0x082EFA98EC4E6C89ull,
+                                 0x452821E638D01377ull, 0xBE5466CF34E90C6Dull, 0xC0AC29B7C97C50DDull,
+                                 0x3F84D5B5B5470917ull, 0x9216D5D98979FB1Bull, 0xD1310BA698DFB5ACull};
+  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), tenant_seed ^ kHashEndDomain);
+  HashEndSecret secret;
+  for (int i = 0; i < 9; ++i) secret.k[i] = kKeys[i] ^ h;
+  return secret;
+}
+
+// A bijection on 64 bits that spreads every bit over the word (one
+// xorshift-multiply-xorshift round).
+inline uint64_t SpreadBits(uint64_t x) {
+  x ^= x >> 32;
+  x *= 0xD6E8FEB86659FD93ull;
+  return x ^ (x >> 32);
+}
+
+// The fingerprint of "<prefix><digits>", from the prefix's secret and the
+// 64 digits at `digits`.
+inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char* digits) {
+  __extension__ using Wide = unsigned __int128;
+  uint64_t w[8];
+  std::memcpy(w, digits, sizeof w);
+  Wide sum = 0;
+  for (int j = 0; j < 8; j += 2) sum += static_cast<Wide>(w[j] + secret.k[j]) * (w[j + 1] + secret.k[j + 1]);
+  const auto low = static_cast<uint64_t>(sum);
+  const auto high = static_cast<uint64_t>(sum >> 64);
+  return Fingerprint{SpreadBits(low ^ secret.k[8]), SpreadBits(high ^ low)};
 }
 
 // One part (head or tail) of a split key, or a whole key.
@@ -108,10 +169,14 @@ inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerpri
 // The fingerprint of a key or group id. Key and group fingerprints live in
 // separate tables, so the same seed can serve both.
 inline Fingerprint FingerprintOf(uint64_t tenant_seed, std::string_view bytes) {
-  const size_t split = FingerprintSplit(bytes);
-  if (split == kNoFingerprintSplit) return FingerprintPart(tenant_seed, bytes);
-  return CombineFingerprintParts(tenant_seed, FingerprintPart(tenant_seed, bytes.substr(0, split)),
-                                 FingerprintPart(tenant_seed, bytes.substr(split)));
+  const size_t end = HexRunEnd(bytes);
+  if (end == kNoHexRun) return FingerprintPart(tenant_seed, bytes);
+  if (end < bytes.size()) {
+    return CombineFingerprintParts(tenant_seed, FingerprintPart(tenant_seed, bytes.substr(0, end)),
+                                   FingerprintPart(tenant_seed, bytes.substr(end)));
+  }
+  const size_t digits = end - kFingerprintHexRun;
+  return HashEndedFingerprint(HashEndSecretOf(tenant_seed, bytes.substr(0, digits)), bytes.data() + digits);
 }
 
 }  // namespace sci

@@ -265,11 +265,19 @@ void Layout::PrepareFingerprints() {
   // when the prefix neither ends in a hex digit nor holds a run of 64.
   const std::string sample = key_prefix_ + std::string(kPageHashHexLength, '0') + "_";
   split_keys_ = FingerprintSplit(sample) == key_prefix_.size() + kPageHashHexLength;
-  // A group id ends with the hash, so it splits only if its prefix holds
-  // a run of 64 hex digits (a tag made of them).
-  whole_group_ids_ = FingerprintSplit(group_prefix_ + std::string(kPageHashHexLength, '0')) == kNoFingerprintSplit;
+  // A group id ends with the hash, which is its first run of 64 hex digits
+  // unless the prefix holds one (a tag made of them).
+  const std::string group_sample = group_prefix_ + std::string(kPageHashHexLength, '0');
+  hash_ended_groups_ = HexRunEnd(group_sample) == group_sample.size();
+  if (hash_ended_groups_) group_secret_ = HashEndSecretOf(tenant_seed_, group_prefix_);
   suffix_parts_.clear();
   for (uint32_t i = 0; i < suffix_refs_.size(); ++i) suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
+}
+
+Fingerprint Layout::WholeGroupFingerprint(const char* hash) const {
+  KeyBuffer group(group_prefix_);
+  group.SetHash(std::string_view(hash, kPageHashHexLength));
+  return FingerprintOf(tenant_seed_, group.Bare());
 }
 
 std::string Layout::GroupId(std::string_view page_hash_hex) const {

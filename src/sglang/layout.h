@@ -126,10 +126,13 @@ class Layout {
   // that ends in hex digits or holds a run of 64 of them: such keys are
   // fingerprinted whole, as the writer does.
   bool split_keys() const { return split_keys_; }
-  // The fingerprint of a group id of this layout ("<group prefix><hash>"):
-  // hashed whole, as FingerprintOf would, without looking for a split.
-  Fingerprint GroupFingerprint(std::string_view group_id) const {
-    return whole_group_ids_ ? FingerprintPart(tenant_seed_, group_id) : FingerprintOf(tenant_seed_, group_id);
+  // The fingerprint of the group id of the page whose hash is the 64 hex
+  // digits at `hash` ("<group prefix><hash>"), as FingerprintOf gives it:
+  // a hash-ended string (index/fingerprint.h), from the group prefix's
+  // secret computed once here, unless the prefix itself holds a run of 64
+  // digits (a tag made of them).
+  Fingerprint GroupFingerprint(const char* hash) const {
+    return hash_ended_groups_ ? HashEndedFingerprint(group_secret_, hash) : WholeGroupFingerprint(hash);
   }
   const Fingerprint& SuffixPart(uint32_t i) const { return suffix_parts_[i]; }
 
@@ -155,6 +158,9 @@ class Layout {
                     const std::vector<std::vector<SuffixRef>>& pool_refs);
   // and the fingerprint parts of the suffixes.
   void PrepareFingerprints();
+  // GroupFingerprint without hash_ended_groups_: the group id built and
+  // fingerprinted whole.
+  Fingerprint WholeGroupFingerprint(const char* hash) const;
 
   uint32_t page_size_ = 0;
   bool is_eagle_ = false;
@@ -165,7 +171,8 @@ class Layout {
   std::vector<SuffixRef> suffix_refs_;  // each level's suffixes, contiguous
   std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
   bool split_keys_ = false;
-  bool whole_group_ids_ = false;  // no group id splits (the usual case: the hash ends it)
+  bool hash_ended_groups_ = false;  // the page hash is a group id's first run of 64 digits (the usual case)
+  HashEndSecret group_secret_{};     // of the group prefix, with hash_ended_groups_
   std::vector<uint32_t> trailing_thresholds_;  // distinct trailing counts > 0, ascending
   std::vector<Level> levels_;                  // trailing_thresholds_.size() + 1 of them
   size_t max_key_length_ = 0;

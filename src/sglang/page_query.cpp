@@ -72,8 +72,7 @@ class Query {
         n_pages_(n_pages),
         write_hash_(write_hash),
         hooks_(hooks),
-        key_(layout.key_prefix()),
-        group_(layout.group_prefix()) {}
+        key_(layout.key_prefix()) {}
 
   // Every page, through the pipeline of rounds above (check_pages).
   PageQueryResult AllPages(std::span<uint8_t> hits) {
@@ -177,10 +176,7 @@ class Query {
     write_hash_(page, pending.hash);
     pending.checkable = pending.level->n_suffixes > 0;
   }
-  void FingerprintGroup(PendingPage& pending) {
-    group_.SetHash(std::string_view(pending.hash, kPageHashHexLength));
-    pending.group = layout_.GroupFingerprint(group_.Bare());
-  }
+  void FingerprintGroup(PendingPage& pending) { pending.group = layout_.GroupFingerprint(pending.hash); }
 
   // Fingerprints the keys of a probed round's pages whose group is known
   // but not verified (the exact path: a stored page not verified yet), to
@@ -306,7 +302,6 @@ class Query {
   const PageQueryHooks* hooks_;
   KeyBuffer key_;
   Fingerprint key_head_;  // with split keys: the part every key of the page shares
-  KeyBuffer group_;
   // ProveByKeys' round of keys, written before it is read (uninitialized:
   // see Round::keys).
   union Fingerprints {
