@@ -378,20 +378,6 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
   return check;
 }
 
-GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
-  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
-  const GroupState* state = groups_.find(PackedKey(group));
-  if (state == nullptr) return GroupProbe{};
-  GroupProbe probe;
-  probe.exists = true;
-  probe.ref = state->ref;
-  probe.generation = state->generation;
-  probe.verify_epoch = CurrentVerifyEpoch();
-  probe.verified = layout != 0 && state->verification.word.load(std::memory_order_acquire) ==
-                                      PackVerification(probe.verify_epoch, layout);
-  return probe;
-}
-
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
   if (held_.load(std::memory_order_relaxed)) return false;

@@ -340,4 +340,21 @@ class Index {
   Counters counters_;
 };
 
+// Inline: a page query probes a group per page, and a call returned the
+// probe through memory, read back wider than it was written (a stalled
+// store forward: a sixth of a verified page's lookup).
+inline GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
+  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
+  const GroupState* state = groups_.find(PackedKey(group));
+  if (state == nullptr) return GroupProbe{};
+  GroupProbe probe;
+  probe.exists = true;
+  probe.ref = state->ref;
+  probe.generation = state->generation;
+  probe.verify_epoch = CurrentVerifyEpoch();
+  probe.verified = layout != 0 && state->verification.word.load(std::memory_order_acquire) ==
+                                      PackVerification(probe.verify_epoch, layout);
+  return probe;
+}
+
 }  // namespace sci
