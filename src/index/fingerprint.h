@@ -119,8 +119,8 @@ struct HashEndSecret {
 
 inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view prefix) {
   constexpr uint64_t kHashEndDomain = 0x243F6A8885A308D3ull;  // pi's first fraction bits
-  // Fixed odd constants (the fraction bits of pi, continued); the prefix's
-  // hash varies them per prefix and tenant.
+  // Fixed constants (pi's fraction bits, continued, two of them made odd);
+  // the prefix's hash varies them per prefix and tenant.
   constexpr uint64_t kKeys[9] = {0x13198A2E03707345ull, 0xA4093822299F31D1ull, 0x082EFA98EC4E6C89ull,
                                  0x452821E638D01377ull, 0xBE5466CF34E90C6Dull, 0xC0AC29B7C97C50DDull,
                                  0x3F84D5B5B5470917ull, 0x9216D5D98979FB1Bull, 0xD1310BA698DFB5ACull};
