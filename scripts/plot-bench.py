@@ -169,7 +169,10 @@ def targets_table(r):
     # 3b. Fresh, cold prompts (added in 1.1): distinct prompts, each queried
     # once, paired with SHA-256 of the same pages alone.
     for cold, how in (("rotation", "47 other prompts between two calls on one prompt"),
-                      ("evict8m", "an 8 MiB sweep before each timed call: code, TLB and data all cold")):
+                      ("evict8m", "an 8 MiB sweep before each timed call: code, TLB and data out of the core's caches, "
+                                  "tables still in the L3"),
+                      ("dram512m", "a 512 MiB sweep before each timed call: tables, code and page tables in DRAM "
+                                   "(a router busy with other work; not a performance.md row)")):
         name = f"cold/tp8/p169/keys:1m/hits:all/fastpath/{cold}/paired_with_hashing"
         ratio = r.counter(name, "check_pages_over_hashing")
         if ratio:
