@@ -10,7 +10,7 @@
 #   --quick  leave out the 10m index size (its index takes ~15 s to build and
 #            ~1 GB) and the repetitions: a rough look in about two minutes.
 # Without --quick each query and ingest benchmark runs 5 times; the table
-# reports the median, with the range of the 5 where it matters (about six
+# reports the median, with the range of the 5 where it matters (about ten
 # minutes in all).
 # The machine is shared: run it when `uptime` shows a load average under 2.
 set -euo pipefail
