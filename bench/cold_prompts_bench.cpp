@@ -315,9 +315,13 @@ struct Throughput {
   double cpu_us_per_query = 0;  // the readers' own CPU time: what contention costs, whatever the load
 };
 
+// What each reader asks: check_pages of stored prompts whose groups are
+// verified, or check_prefix of unrelated prompts (first page absent).
+enum class ReaderQuery { kPagesFastPath, kPrefixFirstPageAbsent };
+
 // Queries per second of `readers` threads over `seconds`, each on its own
 // prompts, memo cleared before every query.
-Throughput QueriesPerSecond(ColdFixture& fixture, int readers, double seconds, bool* right) {
+Throughput QueriesPerSecond(ColdFixture& fixture, ReaderQuery kind, int readers, double seconds, bool* right) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> queries{0};
   std::atomic<uint64_t> cpu_ns{0};
@@ -332,8 +336,14 @@ Throughput QueriesPerSecond(ColdFixture& fixture, int readers, double seconds, b
       const double cpu_start = ThreadCpuSeconds();
       for (size_t i = static_cast<size_t>(r); !stop.load(std::memory_order_relaxed); i += 2) {
         memo.Clear();
-        const PageQueryResult result = CheckPages(fixture.index(), fixture.layout(), fixture.prompt(i), kPageSize, hits);
-        if (result.fast_path != kPages) all_right.store(false);
+        if (kind == ReaderQuery::kPagesFastPath) {
+          const PageQueryResult result =
+              CheckPages(fixture.index(), fixture.layout(), fixture.prompt(i), kPageSize, hits);
+          if (result.fast_path != kPages) all_right.store(false);
+        } else {
+          const PageQueryResult result = CheckPrefix(fixture.index(), fixture.layout(), fixture.unrelated(i), kPageSize);
+          if (result.pages_examined != 1 || result.prefix_hits != 0) all_right.store(false);
+        }
         ++done;
       }
       queries.fetch_add(done);
@@ -349,7 +359,7 @@ Throughput QueriesPerSecond(ColdFixture& fixture, int readers, double seconds, b
                     static_cast<double>(cpu_ns.load()) / 1e3 / n};
 }
 
-void BM_ConcurrentReaders(benchmark::State& state, bool writer) {
+void BM_ConcurrentReaders(benchmark::State& state, ReaderQuery kind, bool writer) {
   ColdFixture& fixture = ColdFixture::Get();
   fixture.DropVerification();
   fixture.VerifyElsewhere();
@@ -361,8 +371,8 @@ void BM_ConcurrentReaders(benchmark::State& state, bool writer) {
     std::unique_ptr<PacedWriter> paced;
     if (writer) paced = std::make_unique<PacedWriter>(fixture, 50'000);
     const auto start = Clock::now();
-    one = QueriesPerSecond(fixture, 1, kSeconds, &right);
-    two = QueriesPerSecond(fixture, 2, kSeconds, &right);
+    one = QueriesPerSecond(fixture, kind, 1, kSeconds, &right);
+    two = QueriesPerSecond(fixture, kind, 2, kSeconds, &right);
     if (paced != nullptr) {
       writer_rate = static_cast<double>(paced->events()) / std::chrono::duration<double>(Clock::now() - start).count();
     }
@@ -403,13 +413,16 @@ const bool kRegistered = [] {
         ->UseManualTime()
         ->Unit(benchmark::kNanosecond);
   }
-  for (bool writer : {false, true}) {
-    benchmark::RegisterBenchmark(
-        (std::string("concurrent/tp8/p169/keys:1m/hits:all/fastpath/writer:") + (writer ? "1" : "0")).c_str(),
-        BM_ConcurrentReaders, writer)
-        ->Iterations(1)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+  for (ReaderQuery kind : {ReaderQuery::kPagesFastPath, ReaderQuery::kPrefixFirstPageAbsent}) {
+    for (bool writer : {false, true}) {
+      const std::string name = kind == ReaderQuery::kPagesFastPath ? "concurrent/tp8/p169/keys:1m/hits:all/fastpath"
+                                                                   : "concurrent/prefix/tp8/p169/keys:1m/first_page_absent";
+      benchmark::RegisterBenchmark((name + "/writer:" + (writer ? "1" : "0")).c_str(), BM_ConcurrentReaders, kind,
+                                   writer)
+          ->Iterations(1)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   return true;
 }();

@@ -194,18 +194,21 @@ def targets_table(r):
                 f"{fmt(r.counter(name, 'check_prefix_ns'), ' ns')} vs {fmt(r.counter(name, 'one_page_hash_ns'), ' ns')}: "
                 f"{ratio:.2f}×{r.spread(name, 'check_prefix_over_one_page_hash', unit='×')}", f"{ratio / 1.5:.2f}",
                 ratio <= 1.5, "unrelated 169-page prompts; SHA-256 of their first page alone")
-    for writer in ("0", "1"):
-        name = f"concurrent/tp8/p169/keys:1m/hits:all/fastpath/writer:{writer}"
-        scale = r.counter(name, "two_readers_over_one")
-        if scale:
-            rate = r.counter(name, "writer_events_per_s")
-            row(f"two querying threads vs one ({'with' if writer == '1' else 'no'} writer)", "≥ 1.8×",
-                f"{fmt(r.counter(name, 'two_readers_qps'))} vs {fmt(r.counter(name, 'one_reader_qps'))} queries/s: "
-                f"{scale:.2f}×", f"{scale / 1.8:.2f}", scale >= 1.8,
-                "fresh prompts, all verified" + (f"; writer {fmt(rate)} events/s" if rate else "") +
-                "; wall clock: needs two idle cores. From each reader's CPU time per query: "
-                f"{r.counter(name, 'cpu_scaling') or 0:.2f}× ({fmt(r.counter(name, 'one_reader_cpu_us_per_query'), ' µs')}"
-                f" vs {fmt(r.counter(name, 'two_readers_cpu_us_per_query'), ' µs')} per query)")
+    for query, what in (("tp8/p169/keys:1m/hits:all/fastpath", "fresh prompts, all verified"),
+                        ("prefix/tp8/p169/keys:1m/first_page_absent", "check_prefix of unrelated prompts")):
+        for writer in ("0", "1"):
+            name = f"concurrent/{query}/writer:{writer}"
+            scale = r.counter(name, "two_readers_over_one")
+            if scale:
+                rate = r.counter(name, "writer_events_per_s")
+                kind = "prefix queries" if query.startswith("prefix") else "check_pages"
+                row(f"two querying threads vs one, {kind} ({'with' if writer == '1' else 'no'} writer)", "≥ 1.8×",
+                    f"{fmt(r.counter(name, 'two_readers_qps'))} vs {fmt(r.counter(name, 'one_reader_qps'))} queries/s: "
+                    f"{scale:.2f}×", f"{scale / 1.8:.2f}", scale >= 1.8,
+                    what + (f"; writer {fmt(rate)} events/s" if rate else "") +
+                    "; wall clock: needs two idle cores. From each reader's CPU time per query: "
+                    f"{r.counter(name, 'cpu_scaling') or 0:.2f}× ({fmt(r.counter(name, 'one_reader_cpu_us_per_query'), ' µs')}"
+                    f" vs {fmt(r.counter(name, 'two_readers_cpu_us_per_query'), ' µs')} per query)")
 
     row("Rust FFI wrapper vs pure-Rust index", "≥ 5×", "see rust-example/README.md", "", None,
         "measured by the Rust benchmark (cargo bench), not by this suite")

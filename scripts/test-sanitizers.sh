@@ -25,11 +25,12 @@ if [[ $which == all || $which == tsan ]]; then
         -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
   # The suites where threads meet: readers against a writer, the subscriber
   # thread against queries, the model test's concurrent readers, and the
-  # subscriber thread under injected faults, the table lock itself, callbacks
-  # that stop their own subscriber, and resync and leader following.
+  # subscriber thread under injected faults, the table lock itself, the
+  # readers' striped counters, callbacks that stop their own subscriber, and
+  # resync and leader following.
   tsan_targets=""
   for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test \
-           fault_injection_test rw_lock_test capi_callback_test resync_test leader_follow_test; do
+           fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -93,6 +94,45 @@ TEST(RwLock, ReadersHoldItTogether) {
   });
   ASSERT_EQ(second.wait_for(10s), std::future_status::ready) << "a reader waited for another reader";
   lock.ReaderUnlock();
+}
+
+// More reader threads than stripes: some count themselves in a shared
+// stripe, and a writer still waits for every one of them. The readers
+// leave one at a time, the writer given a while to (wrongly) get in after
+// each, so a writer that missed any stripe is caught with readers inside.
+TEST(RwLock, ReadersBeyondTheStripesAllKeepTheWriterOut) {
+  constexpr int kReaders = static_cast<int>(kThreadStripes) + 8;
+  RwLock lock;
+  std::atomic<int> inside{0};
+  auto release = std::make_unique<std::atomic<bool>[]>(kReaders);
+  std::atomic<bool> writer_in{false};
+  std::atomic<int> inside_when_writer_entered{-1};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      ReaderLock hold(lock);
+      inside.fetch_add(1);
+      WaitFor([&] { return release[r].load(); });
+      inside.fetch_sub(1);
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return inside.load() == kReaders; }));
+  std::thread writer([&] {
+    WriterLock hold(lock);
+    inside_when_writer_entered.store(inside.load());
+    writer_in.store(true);
+  });
+  ASSERT_TRUE(WaitFor([&] { return lock.writer_announced(); }));
+  for (int r = 0; r < kReaders; ++r) {
+    EXPECT_FALSE(writer_in.load()) << "the writer got in with " << kReaders - r << " readers inside";
+    release[r].store(true);
+    ASSERT_TRUE(WaitFor([&] { return inside.load() == kReaders - r - 1; }));
+    WaitFor([&] { return writer_in.load(); }, 5ms);  // a chance to get in too early
+  }
+  for (std::thread& reader : readers) reader.join();
+  writer.join();
+  EXPECT_TRUE(writer_in.load());
+  EXPECT_EQ(inside_when_writer_entered.load(), 0);
 }
 
 TEST(RwLock, AWaitingWriterHoldsNewReadersBack) {

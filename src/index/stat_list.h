@@ -15,8 +15,8 @@
 //                         reads it there; no Counters member)
 //             WRITER      the apply path (ApplyBatch, Clear, ApplyMessage)
 //             SUBSCRIBER  the subscriber's thread
-//             READERS     page queries; kept on their own cache line so
-//                         readers do not share one with the writer
+//             READERS     page queries; each querying thread adds to its
+//                         own stripe (stats.h), so readers share no line
 //   help    one line for humans (the Prometheus HELP text)
 // Meanings: docs/index-semantics.md ("Observability").
 #pragma once

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "index/stat_list.h"
+#include "index/thread_stripe.h"
 
 namespace sci {
 
@@ -28,6 +29,26 @@ class Counter {
 
  private:
   std::atomic<uint64_t> value_{0};
+};
+
+// A monotonic counter bumped by querying threads: each thread adds to its
+// own stripe (thread_stripe.h), a cache line no other running thread
+// writes, and a read sums the stripes. So concurrent queries never write a
+// shared line to count themselves.
+class StripedCounter {
+ public:
+  void Add(uint64_t n = 1) { stripes_[ThreadStripe()].value.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t Get() const {
+    uint64_t sum = 0;
+    for (const Stripe& stripe : stripes_) sum += stripe.value.load(std::memory_order_relaxed);
+    return sum;
+  }
+
+ private:
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> value{0};
+  };
+  Stripe stripes_[kThreadStripes];
 };
 
 // A yes/no gauge.
@@ -62,11 +83,11 @@ struct WriterSideCounters {
 #undef SCI_STAT_MEMBER
 };
 
-// Counters bumped by readers: one add per query, not per page, on a cache
-// line of their own to keep the hot path off the writer's lines.
-struct alignas(64) ReaderSideCounters {
+// Counters bumped by readers: one add per query, not per page, each
+// thread on its own stripes, off the writer's lines.
+struct ReaderSideCounters {
 #define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
-  SCI_STAT_ON_READER_LINE_##keeper(LiveCellOf<type> name;)
+  SCI_STAT_ON_READER_LINE_##keeper(StripedCounter name;)
   SCI_STAT_LIST(SCI_STAT_MEMBER)
 #undef SCI_STAT_MEMBER
 };
