@@ -13,7 +13,9 @@
 // not applied meanwhile wait in the subscriber's socket) is 1/8th of the
 // index; more, smaller shards cost queries: below 2 MiB a table gets no
 // huge pages, and its lookups miss the TLB (fingerprint_table.h).
-// Counters are atomics, readable at any moment. These rules are checked by
+// Counters are atomics, readable at any moment; the readers' ones are
+// striped per thread, like the lock's reader counts, so that querying
+// threads write no line in common. These rules are checked by
 // clang's -Wthread-safety (abseil's annotations below; scripts/test.sh).
 //
 // Groups of keys. Each present key remembers the group it was stored under
@@ -156,10 +158,10 @@ class Index {
       ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // Several lookups under one hold of the reader lock: the page query's way
-  // of paying one lock round trip for many pages (on two cores, the lock
-  // word's cache line moving between readers is what a query per page lock
-  // would cost). Prefetches let the caller start the table lines it will
-  // need in a later hold on their way while it computes something else.
+  // of paying for the lock once for many pages (each hold is two locked
+  // writes to the thread's stripe of the lock and two reads of the writer's
+  // word: rw_lock.h). Prefetches let the caller start the table lines it
+  // will need in a later hold on their way while it computes something else.
   // Hold it for lookups only (a writer waits for it), and never apply
   // events while holding it (that would wait for itself).
   //

@@ -25,8 +25,7 @@ constexpr uint32_t kKeysPerRound = 16;
 //     and fingerprints and prefetches the keys of its exact-path pages,
 //   - checks round r-2's keys (they arrived meanwhile) and answers its pages.
 // So the DRAM round trips hide behind hashing instead of adding to it, and
-// each round costs two short reader-lock holds (the lock word is the only
-// line two querying threads both write).
+// each round costs two short reader-lock holds.
 constexpr size_t kPagesPerRound = 16;
 
 // A page between its hash and its answer.
