@@ -6,7 +6,7 @@
 // per query. On two cores every such write pulls the line from the other
 // core, and a prefix query of an unrelated prompt (a few hundred
 // nanoseconds) spent enough on those transfers that two threads answered
-// about 1.7 times what one does, not twice (bench/README.md, fifth pass).
+// 1.65-1.75 times what one does, not twice (bench/README.md, fifth pass).
 // With a stripe each, a thread's writes stay in its own cache; whoever
 // needs the total (the writer taking the lock, a stats read) reads every
 // stripe.
@@ -29,22 +29,12 @@ inline std::atomic<uint32_t>& Taken() {
   static std::atomic<uint32_t> taken{0};
   return taken;
 }
-// This thread's stripe plus one; 0 until it takes one. Every reader-lock
-// hold reads it twice, so it is a constant-initialised variable (no
-// thread_local guard) in the initial-exec model: one load off the thread
-// pointer, where the default model for a shared library calls
-// __tls_get_addr, twice per read with the guard. (The library can still be
-// dlopen'ed: glibc keeps static TLS room for a few bytes like these.)
-inline thread_local __attribute__((tls_model("initial-exec"))) uint32_t stripe_plus_one = 0;
 }  // namespace thread_stripe_internal
 
 inline uint32_t ThreadStripe() {
-  uint32_t& stripe_plus_one = thread_stripe_internal::stripe_plus_one;
-  if (stripe_plus_one == 0) [[unlikely]] {
-    // Sequentially consistent, like StripesInUse's read: see there.
-    stripe_plus_one = thread_stripe_internal::Taken().fetch_add(1) % kThreadStripes + 1;
-  }
-  return stripe_plus_one - 1;
+  // Sequentially consistent, like StripesInUse's read: see there.
+  thread_local const uint32_t stripe = thread_stripe_internal::Taken().fetch_add(1) % kThreadStripes;
+  return stripe;
 }
 
 // Stripes 0..StripesInUse()-1 are all that any thread has taken, so a sum
