@@ -166,14 +166,23 @@ inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerpri
   return Fingerprint{h.low64, h.high64};
 }
 
+// Where FingerprintOf split a key, and its head's part: what the index's
+// page summary is keyed by (index/page_tails.h).
+struct KeySplit {
+  size_t at = kNoFingerprintSplit;  // the tail is bytes.substr(at)
+  Fingerprint head;                 // FingerprintPart of bytes.substr(0, at)
+};
+
 // The fingerprint of a key or group id. Key and group fingerprints live in
-// separate tables, so the same seed can serve both.
-inline Fingerprint FingerprintOf(uint64_t tenant_seed, std::string_view bytes) {
+// separate tables, so the same seed can serve both. `split`, if given, says
+// where the key was split (at stays kNoFingerprintSplit if it was not).
+inline Fingerprint FingerprintOf(uint64_t tenant_seed, std::string_view bytes, KeySplit* split = nullptr) {
   const size_t end = HexRunEnd(bytes);
   if (end == kNoHexRun) return FingerprintPart(tenant_seed, bytes);
   if (end < bytes.size()) {
-    return CombineFingerprintParts(tenant_seed, FingerprintPart(tenant_seed, bytes.substr(0, end)),
-                                   FingerprintPart(tenant_seed, bytes.substr(end)));
+    const Fingerprint head = FingerprintPart(tenant_seed, bytes.substr(0, end));
+    if (split != nullptr) *split = KeySplit{end, head};
+    return CombineFingerprintParts(tenant_seed, head, FingerprintPart(tenant_seed, bytes.substr(end)));
   }
   const size_t digits = end - kFingerprintHexRun;
   return HashEndedFingerprint(HashEndSecretOf(tenant_seed, bytes.substr(0, digits)), bytes.data() + digits);

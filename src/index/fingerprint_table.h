@@ -57,12 +57,13 @@ struct PackedFingerprint {
   friend bool operator==(const PackedFingerprint&, const PackedFingerprint&) = default;
 };
 
-template <typename Value>
+// `Entries` per bucket: three fingerprints and their values fill a 64-byte
+// line with 4-byte values, a 128-byte pair with values up to 24 bytes; two
+// fill a line with values up to 12 bytes.
+template <typename Value, uint32_t Entries = 3>
 class FingerprintTable {
  public:
-  // Entries per bucket: three fingerprints and their values fill a 64-byte
-  // line with 4-byte values, a 128-byte pair with values up to 24 bytes.
-  static constexpr uint32_t kEntries = 3;
+  static constexpr uint32_t kEntries = Entries;
 
   FingerprintTable() = default;
   FingerprintTable(const FingerprintTable&) = delete;
@@ -195,7 +196,9 @@ class FingerprintTable {
     Value values[kEntries];
     bool Occupied(uint32_t i) const { return (occupied >> i) & 1u; }
   };
-  static_assert(sizeof(Value) > 4 || sizeof(Bucket) == 64, "4-byte values: one cache line per bucket");
+  static_assert(sizeof(Value) * kEntries + sizeof(PackedFingerprint) * kEntries + 4 > 64 || sizeof(Bucket) == 64,
+                "entries that fit a cache line take one");
+  static_assert(kEntries >= 1 && kEntries <= 8, "occupancy is a byte of bits");
   static_assert(sizeof(Bucket) <= 128, "a bucket is at most an aligned pair of cache lines");
 
   // Load bounds: grow past kMaxLoad of the entries, to kGrowLoad of them.

@@ -81,7 +81,7 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   WriterLock apply(apply_mu_);
   const uint64_t seed = TenantSeed({});
   for (std::string_view object_key : keys) {
-    const Fingerprint key = FingerprintOf(seed, object_key);
+    const KeyName key = NameKey(seed, object_key);
     WarmUp(key, nullptr);
     MakeRoom(key, nullptr);
     WriterLock lock(tables_lock_);
@@ -110,7 +110,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   }
   // Hash outside the lock: readers wait only for the table updates.
   const uint64_t seed = TenantSeed(event.tenant_id);
-  const Fingerprint key = FingerprintOf(seed, event.object_key);
+  const KeyName key = NameKey(seed, event.object_key);
   const bool labelled = !event.group_id.empty();
   const Fingerprint group = labelled ? FingerprintOf(seed, event.group_id) : Fingerprint{};
 
@@ -130,8 +130,22 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   counters_.events_applied.Add();
 }
 
-void Index::WarmUp(const Fingerprint& key, const Fingerprint* group) const {
-  const PackedKey packed(key);
+Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key) {
+  KeyName name;
+  KeySplit split;
+  name.key = FingerprintOf(tenant_seed, object_key, &split);
+  name.tenant_seed = tenant_seed;
+  if (split.at != kNoFingerprintSplit) {
+    name.split = true;
+    name.head = split.head;
+    name.tail_bytes = object_key.substr(split.at);
+    name.tail = TailId(name.tail_bytes);
+  }
+  return name;
+}
+
+void Index::WarmUp(const KeyName& key, const Fingerprint* group) const {
+  const PackedKey packed(key.key);
   const KeyTable& keys = key_shards_[ShardOf(packed)];
   // volatile: the lookups are wanted for their loads, not their answers.
   volatile bool sink = false;
@@ -141,6 +155,7 @@ void Index::WarmUp(const Fingerprint& key, const Fingerprint* group) const {
     sink = groups_.contains(PackedKey(current));
   }
   if (group != nullptr) sink = groups_.contains(PackedKey(*group));
+  if (key.split) sink = page_tails_.contains(PackedKey(key.head));
   (void)sink;
 }
 
@@ -156,10 +171,12 @@ void SwapIn(TableLock& lock, Table& table, Table grown) {
 
 }  // namespace
 
-void Index::MakeRoom(const Fingerprint& key, const Fingerprint* group) {
-  KeyTable& keys = key_shards_[ShardOf(key)];
+void Index::MakeRoom(const KeyName& key, const Fingerprint* group) {
+  KeyTable& keys = key_shards_[ShardOf(key.key)];
   if (keys.full()) SwapIn(tables_lock_, keys, keys.Grown());
   if (group != nullptr && groups_.full()) SwapIn(tables_lock_, groups_, groups_.Grown());
+  // Only a store under a group can add a summary entry (AddTail).
+  if (key.split && group != nullptr && page_tails_.full()) SwapIn(tables_lock_, page_tails_, page_tails_.Grown());
 }
 
 bool Index::HasRoom() const {
@@ -167,8 +184,8 @@ bool Index::HasRoom() const {
          max_entries_;
 }
 
-void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
-  const PackedKey packed(key);
+void Index::StoreKey(const KeyName& key, const Fingerprint* group) {
+  const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
   GroupRef* ref = keys.find(packed);
   if (ref == nullptr) {
@@ -193,19 +210,23 @@ void Index::StoreKey(const Fingerprint& key, const Fingerprint* group) {
   const GroupRef previous = *ref;
   GroupState* next = group != nullptr ? AcquireGroup(*group) : nullptr;
   const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
-  if (previous == next_ref) return;
-  *ref = next_ref;
-  if (next != nullptr) ++next->keys;
-  if (previous != kNoGroup) DetachKey(previous);
+  if (previous != next_ref) {
+    *ref = next_ref;
+    if (next != nullptr) ++next->keys;
+    // (`next` keeps a key, so this erases another group: an erase moves nothing.)
+    if (previous != kNoGroup) DetachKey(previous);
+  }
+  AddTail(key, next);
 }
 
-void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
-  const PackedKey packed(key);
+void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
+  const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
   if (GroupRef* found = keys.find(packed)) {
     const GroupRef ref = *found;
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
+    RemoveTail(key);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
     if (ref != kNoGroup) DetachKey(ref);
@@ -215,6 +236,62 @@ void Index::RemoveKey(const Fingerprint& key, const Fingerprint* label) {
   if (label != nullptr) {
     if (GroupState* state = FindGroup(*label)) Invalidate(*state);
   }
+}
+
+// A page gets a summary entry once its group holds this many keys: pages of
+// one or two keys (MLA, tp1) read as many lines key by key, and an entry
+// per page would cost them 20-60 bytes a key. Keys stored under no group
+// (snapshot keys) make no entry either. (page_tails.h)
+constexpr uint32_t kGroupKeysToSummarise = 3;
+
+void Index::AddTail(const KeyName& key, const GroupState* group) {
+  if (!key.split) return;
+  const int number = tails_.Intern(key.tail, key.tail_bytes);
+  if (number == TailInterner::kNone) return;  // unsummarised: its pages are checked key by key
+  const PackedKey head(key.head);
+  if (PageTails* tails = page_tails_.find(head)) {
+    tails->Add(number, group != nullptr ? group->ref : kNoGroup);
+    return;
+  }
+  if (group == nullptr || group->keys < kGroupKeysToSummarise) return;
+  // MakeRoom grew the table ahead of this store (or it throws, unchanged).
+  page_tails_.insert_absent(head, SummarisePage(key));
+}
+
+PageTails Index::SummarisePage(const KeyName& key) {
+  // Every key of the page that is present has a numbered tail or is left
+  // out of the summary for good (tail_interner.h): looking up the head with
+  // each numbered tail finds them all, this key included. Most of those
+  // keys are absent, each a cold line: all are prefetched first, so the
+  // misses overlap (this runs with readers held out).
+  if (tail_parts_seed_ != key.tenant_seed) {
+    tail_parts_seed_ = key.tenant_seed;
+    tail_parts_known_ = 0;
+  }
+  for (; tail_parts_known_ < tails_.size(); ++tail_parts_known_) {
+    tail_parts_[tail_parts_known_] = FingerprintPart(key.tenant_seed, tails_.Tail(tail_parts_known_));
+  }
+  std::array<PackedKey, TailInterner::kCapacity> siblings;
+  const uint32_t n_tails = tails_.size();
+  for (uint32_t n = 0; n < n_tails; ++n) {
+    siblings[n] = PackedKey(CombineFingerprintParts(key.tenant_seed, key.head, tail_parts_[n]));
+    key_shards_[ShardOf(siblings[n])].prefetch(siblings[n]);
+  }
+  PageTails page;
+  for (uint32_t n = 0; n < n_tails; ++n) {
+    if (const GroupRef* ref = key_shards_[ShardOf(siblings[n])].find(siblings[n])) page.Add(static_cast<int>(n), *ref);
+  }
+  return page;
+}
+
+void Index::RemoveTail(const KeyName& key) {
+  if (!key.split) return;
+  const int number = tails_.Find(key.tail);
+  if (number == TailInterner::kNone) return;
+  PageTails* tails = page_tails_.find(PackedKey(key.head));
+  if (tails == nullptr) return;
+  tails->Remove(number);
+  if (tails->empty()) page_tails_.erase(tails);
 }
 
 Index::GroupState* Index::FindGroup(const Fingerprint& group) {
@@ -304,11 +381,14 @@ void Index::ClearTables() {
   }
   // Shard by shard, so readers wait for one shard's release at a time, and
   // each array is freed (unmapped) after its lock is released.
+  // The page summary goes with them: it answers hits too.
   {
     GroupTable gone;
+    PageTailsTable tails_gone;
     WriterLock lock(tables_lock_);
     group_count_.fetch_sub(groups_.size(), std::memory_order_relaxed);
     groups_.swap(gone);
+    page_tails_.swap(tails_gone);
   }
   for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
@@ -376,6 +456,35 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
     check.all_under_group = check.all_under_group && *ref == group;
   }
   return check;
+}
+
+size_t Index::summarised_pages() const {
+  ReaderLock lock(tables_lock_);
+  return page_tails_.size();
+}
+
+RequiredTails Index::FindRequiredTailsLocked(std::span<const Fingerprint> tail_ids) const {
+  RequiredTails required;
+  required.state = RequiredTails::State::kSummarised;
+  for (const Fingerprint& tail : tail_ids) {
+    const int number = tails_.Find(tail);
+    if (number != TailInterner::kNone) {
+      required.mask |= uint64_t{1} << number;
+      continue;
+    }
+    // Numbers remain: no key with this tail was ever stored (tail_interner.h).
+    return RequiredTails{tails_.full() ? RequiredTails::State::kUnsummarised : RequiredTails::State::kNeverStored, 0};
+  }
+  if (required.mask == 0) required.state = RequiredTails::State::kUnsummarised;  // a page needing no key
+  return required;
+}
+
+PageTailsCheck Index::CheckPageTailsLocked(const Fingerprint& head, uint64_t required, GroupRef group) const {
+  if (held_.load(std::memory_order_relaxed)) return PageTailsCheck{true, KeyCheck{}};
+  const PageTails* tails = page_tails_.find(PackedKey(head));
+  if (tails == nullptr) return PageTailsCheck{};
+  if ((tails->tails() & required) != required) return PageTailsCheck{true, KeyCheck{}};
+  return PageTailsCheck{true, KeyCheck{true, group != kNoGroup && tails->group == group}};
 }
 
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {

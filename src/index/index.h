@@ -30,6 +30,13 @@
 // point at it, and any removal of one of them reaches it: a removal
 // invalidates its key's group and its labelled group, nothing else.
 //
+// The page summary (page_tails.h). Pages of three or more keys stored
+// under their group get one line saying which of their keys (by tail) are
+// present, kept by the writer beside the keys: a page not verified by its
+// group is then checked by reading that line instead of each key's. It
+// holds nothing the key table does not; pages without an entry, and tails
+// without a number (tail_interner.h), are checked key by key.
+//
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so a clear
 // drops every verification with one epoch bump instead of a walk.
@@ -48,8 +55,10 @@
 #include "index/event.h"
 #include "index/fingerprint.h"
 #include "index/fingerprint_table.h"
+#include "index/page_tails.h"
 #include "index/table_lock.h"
 #include "index/stats.h"
+#include "index/tail_interner.h"
 
 namespace sci {
 
@@ -90,10 +99,27 @@ struct GroupProbe {
   GroupRef ref = kNoGroup;   // what the group's keys refer to it by
 };
 
+// What a query learned about the tails a page needs (RequiredTails).
+struct RequiredTails {
+  enum class State {
+    kSummarised,   // `mask`: the tail numbers; a page is present iff its head has them all
+    kNeverStored,  // a tail no key was ever stored with: no page needing it is present
+    kUnsummarised, // a tail without a number: check the page key by key
+  };
+  State state = State::kUnsummarised;
+  uint64_t mask = 0;
+};
+
 // What a query learned about a page's keys.
 struct KeyCheck {
   bool all_present = false;      // every key is present
   bool all_under_group = false;  // ... and each was stored under the expected group
+};
+
+// What the page summary said of a page (CheckPageTails).
+struct PageTailsCheck {
+  bool summarised = false;  // false: the page has no summary entry; check its keys
+  KeyCheck keys;
 };
 
 class Index {
@@ -199,6 +225,23 @@ class Index {
     GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.ProbeGroupLocked(group, layout);
     }
+    // The page summary (page_tails.h): the tail numbers of `tail_ids`
+    // (TailId of each tail a page needs), once per layout level and query;
+    // then, per page, its head's present tails, one line.
+    RequiredTails FindRequiredTails(std::span<const Fingerprint> tail_ids) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.FindRequiredTailsLocked(tail_ids);
+    }
+    void PrefetchPageTails(const Fingerprint& head) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      index_.page_tails_.prefetch(PackedKey(head));
+    }
+    // Whether every key the tails stand for is present under `head` (all
+    // of `required.mask`), and whether each was stored under `group`; or
+    // that the page has no entry (pages of few keys, or not yet
+    // summarised: page_tails.h), whose keys the caller then checks.
+    PageTailsCheck CheckPageTails(const Fingerprint& head, uint64_t required, GroupRef group) const
+        ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.CheckPageTailsLocked(head, required, group);
+    }
     bool MarkVerified(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) const
         ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.MarkVerifiedLocked(group, probe, layout);
@@ -207,6 +250,9 @@ class Index {
    private:
     Index& index_;
   };
+
+  // Pages with a summary entry (page_tails.h): for tests and benchmarks.
+  size_t summarised_pages() const ABSL_LOCKS_EXCLUDED(tables_lock_);
 
   // ---- counters ----
 
@@ -266,15 +312,34 @@ class Index {
       ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
   bool MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout)
       ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  RequiredTails FindRequiredTailsLocked(std::span<const Fingerprint> tail_ids) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  PageTailsCheck CheckPageTailsLocked(const Fingerprint& head, uint64_t required, GroupRef group) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
 
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
   // held exclusively.
   void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
-  void StoreKey(const Fingerprint& key, const Fingerprint* group)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
-  void RemoveKey(const Fingerprint& key, const Fingerprint* label)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // An object key's fingerprint, and what the page summary needs of it.
+  struct KeyName {
+    Fingerprint key;
+    uint64_t tenant_seed = 0;
+    bool split = false;          // a split key: the summary records it
+    Fingerprint head;            // with split: its head's part
+    Fingerprint tail;            // with split: TailId of its tail
+    std::string_view tail_bytes; // with split: the tail (a view of the event's key)
+  };
+  static KeyName NameKey(uint64_t tenant_seed, std::string_view object_key);
+  void StoreKey(const KeyName& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void RemoveKey(const KeyName& key, const Fingerprint* label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // The summary's side of StoreKey (`group`: the key's group now, or null)
+  // and RemoveKey.
+  void AddTail(const KeyName& key, const GroupState* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // A new summary entry for `key`'s page: its tails present, found by
+  // looking up the head with every numbered tail.
+  PageTails SummarisePage(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  void RemoveTail(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   GroupState* FindGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The group's state, created if need be (null when there is no room),
   // invalidated: a key is about to be stored under it.
@@ -292,12 +357,12 @@ class Index {
   // building each grown table outside tables_lock_ and swapping it in under
   // it: readers wait for a swap, never for a rebuild. Unlocked reads of the
   // tables, as WarmUp's (see there).
-  void MakeRoom(const Fingerprint& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+  void MakeRoom(const KeyName& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Touches the slots an event will update, without tables_lock_: the writer
   // (apply_mu_) is the only thread that changes the tables, so it may read
   // them unlocked. The analysis cannot know that; see the definition.
-  void WarmUp(const Fingerprint& key, const Fingerprint* group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+  void WarmUp(const KeyName& key, const Fingerprint* group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const uint64_t max_entries_;
@@ -309,6 +374,12 @@ class Index {
   // so it gets huge pages (the fast path probes one line per page), and its
   // rebuild is no longer than a key shard's.
   GroupTable groups_ ABSL_GUARDED_BY(tables_lock_);
+  // The page summary (page_tails.h), by head, two heads to a line: about a
+  // sixteenth as many entries as keys (tp8), one table like the groups.
+  using PageTailsTable = FingerprintTable<PageTails, 2>;
+  PageTailsTable page_tails_ ABSL_GUARDED_BY(tables_lock_);
+  // Tail numbers: never taken back, not even by a clear (tail_interner.h).
+  TailInterner tails_ ABSL_GUARDED_BY(tables_lock_);
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused
@@ -316,6 +387,11 @@ class Index {
   // of the whole array, and no doubling slack.
   std::deque<Fingerprint> group_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};  // [kNoGroup] unused
   std::vector<GroupRef> free_refs_ ABSL_GUARDED_BY(apply_mu_);
+  // SummarisePage's FingerprintPart of each numbered tail, for one tenant
+  // (nearly always the only one): 16 XXH3 passes less per tp8 page.
+  std::array<Fingerprint, TailInterner::kCapacity> tail_parts_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t tail_parts_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  uint32_t tail_parts_known_ ABSL_GUARDED_BY(apply_mu_) = 0;  // tail_parts_[0, this) are for tail_parts_seed_
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};

@@ -271,7 +271,11 @@ void Layout::PrepareFingerprints() {
   hash_ended_groups_ = HexRunEnd(group_sample) == group_sample.size();
   if (hash_ended_groups_) group_secret_ = HashEndSecretOf(tenant_seed_, group_prefix_);
   suffix_parts_.clear();
-  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
+  tail_ids_.clear();
+  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) {
+    suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
+    tail_ids_.push_back(TailId(Suffix(i)));
+  }
 }
 
 Fingerprint Layout::WholeGroupFingerprint(const char* hash) const {

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,6 +136,13 @@ class Layout {
     return hash_ended_groups_ ? HashEndedFingerprint(group_secret_, hash) : WholeGroupFingerprint(hash);
   }
   const Fingerprint& SuffixPart(uint32_t i) const { return suffix_parts_[i]; }
+  // TailId of each suffix `level` needs (index/tail_interner.h): how the
+  // index's page summary names them. With split_keys() only.
+  std::span<const Fingerprint> TailIds(const Level& level) const {
+    return std::span<const Fingerprint>(tail_ids_).subspan(level.first_suffix, level.n_suffixes);
+  }
+  // `level`'s position in levels().
+  size_t LevelIndex(const Level& level) const { return static_cast<size_t>(&level - levels_.data()); }
 
   // Longest key this layout derives (prefix + hash + longest suffix).
   size_t max_key_length() const { return max_key_length_; }
@@ -170,6 +178,7 @@ class Layout {
   std::string suffix_arena_;
   std::vector<SuffixRef> suffix_refs_;  // each level's suffixes, contiguous
   std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
+  std::vector<Fingerprint> tail_ids_;      // TailId of each suffix_refs_ entry
   bool split_keys_ = false;
   bool hash_ended_groups_ = false;  // the page hash is a group id's first run of 64 digits (the usual case)
   HashEndSecret group_secret_{};     // of the group prefix, with hash_ended_groups_

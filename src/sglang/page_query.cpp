@@ -22,8 +22,11 @@ constexpr uint32_t kKeysPerRound = 16;
 //   - hashes round r (SHA-256, the bulk of the work) and prefetches its
 //     groups' lines,
 //   - probes round r-1's groups (their lines arrived while r was hashed),
-//     and fingerprints and prefetches the keys of its exact-path pages,
-//   - checks round r-2's keys (they arrived meanwhile) and answers its pages.
+//     and prefetches what its exact-path pages need: the page summary's
+//     line of each page (index/page_tails.h), or, for tails the summary
+//     does not hold, the page's keys,
+//   - checks round r-2's summaries and keys (they arrived meanwhile) and
+//     answers its pages.
 // So the DRAM round trips hide behind hashing instead of adding to it, and
 // each round costs two short reader-lock holds.
 constexpr size_t kPagesPerRound = 16;
@@ -36,6 +39,15 @@ struct PendingPage {
   char hash[kPageHashHexLength];
   Fingerprint group;
   GroupProbe probe;
+  Fingerprint head;  // its keys' head part, once an exact check by the summary needs it
+};
+
+// How a round's page not verified by its group is checked.
+enum class ExactCheck : uint8_t {
+  kOneByOne,   // Answer, after the round's batched checks
+  kSummary,    // its head's present tails, one line (prefetched a step ahead)
+  kKeys,       // its keys, prefetched a step ahead
+  kAbsent,     // a tail it needs was never stored: a miss, nothing to read
 };
 
 // The keys of a round's exact-path pages (a tp8 round: 16 pages x 16 keys).
@@ -45,9 +57,9 @@ constexpr uint32_t kRoundKeys = kPagesPerRound * kKeysPerRound;
 struct Round {
   size_t n = 0;  // pages in the round (0: none, as the pipeline fills or drains)
   PendingPage pages[kPagesPerRound];
-  // Exact-path pages (batched) have their keys fingerprinted at
-  // keys[first_key[i]...] once probed; the others are answered one by one.
-  bool batched[kPagesPerRound] = {};
+  // How each page is checked if its group is not verified; kKeys pages
+  // have their keys fingerprinted at keys[first_key[i]...] once probed.
+  ExactCheck check[kPagesPerRound] = {};
   uint32_t first_key[kPagesPerRound] = {};
   uint32_t n_keys = 0;
   // Written before it is read: left uninitialized, since zeroing three
@@ -94,20 +106,27 @@ class Query {
         }
         for (size_t i = 0; i < probed->n; ++i) {
           PendingPage& page = probed->pages[i];
-          if (page.checkable) page.probe = reader.ProbeGroup(page.group, page.level->id);
+          if (!page.checkable) continue;
+          page.probe = reader.ProbeGroup(page.group, page.level->id);
+          if (!page.probe.verified) TailsFor(reader, *page.level);  // for ChooseExactChecks
         }
       }
-      FingerprintExactKeys(*probed);
+      ChooseExactChecks(*probed);
       RunHooks(*fetched);
       bool hit[kPagesPerRound];
       {
         Index::Reader reader(index_);
+        for (size_t i = 0; i < probed->n; ++i) {
+          if (probed->check[i] == ExactCheck::kSummary) reader.PrefetchPageTails(probed->pages[i].head);
+        }
         for (uint32_t k = 0; k < probed->n_keys; ++k) reader.PrefetchKey(probed->keys.at[k]);
-        CheckExactKeys(reader, *fetched, hit);
+        CheckExact(reader, *fetched, hit);
       }
       for (size_t i = 0; i < fetched->n; ++i) {
         const PendingPage& page = fetched->pages[i];
-        if (!fetched->batched[i]) hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
+        if (fetched->check[i] == ExactCheck::kOneByOne) {
+          hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
+        }
         hits[page.page] = hit[i] ? 1 : 0;
         result.total_hits += hit[i] ? 1 : 0;
         leading_run = leading_run && hit[i];
@@ -140,15 +159,31 @@ class Query {
       if (page == 0 && !index_.ContainsKey(first_key)) break;
       FingerprintGroup(pending);
       // Past the first page, most prefixes end at a page nobody stored: its
-      // group is unknown and its first key absent. Both lookups are started
-      // together, so that miss costs one memory round trip, not two.
+      // group is unknown and its summary (or first key) absent. Both lookups
+      // are started together, so that miss costs one memory round trip, not
+      // two; with the summary, so does a hit by the exact path.
       KeyCheck first_key_check{true, false};
       {
         Index::Reader reader(index_);
         reader.PrefetchGroup(pending.group);
-        reader.PrefetchKey(first_key);
+        const RequiredTails& tails = TailsFor(reader, *pending.level);
+        const bool by_summary = tails.state == RequiredTails::State::kSummarised;
+        if (by_summary) {
+          reader.PrefetchPageTails(key_head_);
+        } else {
+          reader.PrefetchKey(first_key);
+        }
         pending.probe = reader.ProbeGroup(pending.group, pending.level->id);
         if (!pending.probe.verified) {
+          if (tails.state == RequiredTails::State::kNeverStored) break;
+          const SummaryAnswer answer =
+              by_summary ? CheckBySummary(reader, pending, key_head_, tails.mask) : SummaryAnswer::kNoEntry;
+          if (answer == SummaryAnswer::kMiss) break;
+          if (answer == SummaryAnswer::kHit) {
+            ++result.total_hits;
+            ++result.prefix_hits;
+            continue;
+          }
           first_key_check = reader.CheckKeys(std::span<const Fingerprint>(&first_key, 1), pending.probe.ref);
         }
       }
@@ -177,18 +212,31 @@ class Query {
   }
   void FingerprintGroup(PendingPage& pending) { pending.group = layout_.GroupFingerprint(pending.hash); }
 
-  // Fingerprints the keys of a probed round's pages whose group is known
-  // but not verified (the exact path: a stored page not verified yet), to
-  // be prefetched together and checked a round later. Other pages take
-  // Answer, one by one.
-  void FingerprintExactKeys(Round& round) {
+  // Chooses how each page of a probed round not verified by its group is
+  // checked (the exact path), and computes what that check needs: the
+  // page's head for the summary; else, for a known group, its keys'
+  // fingerprints, to be prefetched together and checked a round later.
+  // Other pages take Answer, one by one.
+  void ChooseExactChecks(Round& round) {
     round.n_keys = 0;
     for (size_t i = 0; i < round.n; ++i) {
-      const PendingPage& page = round.pages[i];
-      const uint32_t n_keys = page.checkable ? page.level->n_suffixes : 0;
-      round.batched[i] = page.checkable && !page.probe.verified && page.probe.exists &&
-                         round.n_keys + n_keys <= kRoundKeys;
-      if (!round.batched[i]) continue;
+      PendingPage& page = round.pages[i];
+      round.check[i] = ExactCheck::kOneByOne;
+      if (!page.checkable || page.probe.verified) continue;
+      const RequiredTails& tails = CachedTails(*page.level);
+      if (tails.state == RequiredTails::State::kNeverStored) {
+        round.check[i] = ExactCheck::kAbsent;
+        continue;
+      }
+      if (tails.state == RequiredTails::State::kSummarised) {
+        round.check[i] = ExactCheck::kSummary;
+        SetKeyHash(page.hash);
+        page.head = key_head_;
+        continue;
+      }
+      const uint32_t n_keys = page.level->n_suffixes;
+      if (!page.probe.exists || round.n_keys + n_keys > kRoundKeys) continue;
+      round.check[i] = ExactCheck::kKeys;
       SetKeyHash(page.hash);
       round.first_key[i] = round.n_keys;
       for (uint32_t k = 0; k < n_keys; ++k) {
@@ -206,18 +254,65 @@ class Query {
     }
   }
 
-  // Checks the prefetched keys of a round's exact-path pages.
-  void CheckExactKeys(const Index::Reader& reader, const Round& round, bool* hit) {
+  // Checks a round's exact-path pages by what was prefetched for them; a
+  // page the summary has no entry for goes to Answer, key by key.
+  void CheckExact(const Index::Reader& reader, Round& round, bool* hit) {
     for (size_t i = 0; i < round.n; ++i) {
-      if (!round.batched[i]) continue;
       const PendingPage& page = round.pages[i];
-      const KeyCheck keys = reader.CheckKeys(
-          std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes), page.probe.ref);
-      hit[i] = keys.all_present;
-      // Marked only if every key was stored under the group; refused if
-      // the group changed since the probe (see ProveByKeys).
-      if (keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
+      switch (round.check[i]) {
+        case ExactCheck::kOneByOne:
+          continue;
+        case ExactCheck::kAbsent:
+          hit[i] = false;
+          continue;
+        case ExactCheck::kSummary: {
+          const SummaryAnswer answer = CheckBySummary(reader, page, page.head, CachedTails(*page.level).mask);
+          if (answer == SummaryAnswer::kNoEntry) round.check[i] = ExactCheck::kOneByOne;
+          hit[i] = answer == SummaryAnswer::kHit;
+          continue;
+        }
+        case ExactCheck::kKeys: {
+          const KeyCheck keys = reader.CheckKeys(
+              std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes),
+              page.probe.ref);
+          hit[i] = keys.all_present;
+          // Marked only if every key was stored under the group; refused if
+          // the group changed since the probe (see ProveByKeys).
+          if (keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
+          continue;
+        }
+      }
     }
+  }
+
+  // Whether every key of a page not verified by its group is present, by
+  // the summary's line of its head; marks the group verified as a key
+  // check would (every key stored under it, unchanged since the probe).
+  enum class SummaryAnswer { kHit, kMiss, kNoEntry };
+  SummaryAnswer CheckBySummary(const Index::Reader& reader, const PendingPage& page, const Fingerprint& head,
+                               uint64_t required) {
+    const PageTailsCheck check = reader.CheckPageTails(head, required, page.probe.ref);
+    if (!check.summarised) return SummaryAnswer::kNoEntry;
+    if (check.keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
+    return check.keys.all_present ? SummaryAnswer::kHit : SummaryAnswer::kMiss;
+  }
+
+  // The summary's numbers for the tails `level` needs, looked up once per
+  // query (tail numbers never change meaning: tail_interner.h). Layouts
+  // whose keys do not split after the hash are checked key by key.
+  const RequiredTails& TailsFor(const Index::Reader& reader, const Layout::Level& level) {
+    const size_t i = layout_.LevelIndex(level);
+    if (i >= kCachedLevels) return kUnsummarised;
+    if (!tails_known_[i]) {
+      tails_[i] = layout_.split_keys() ? reader.FindRequiredTails(layout_.TailIds(level)) : RequiredTails{};
+      tails_known_[i] = true;
+    }
+    return tails_[i];
+  }
+  // ... as TailsFor found them (it ran for the level, under an earlier hold).
+  const RequiredTails& CachedTails(const Layout::Level& level) const {
+    const size_t i = layout_.LevelIndex(level);
+    return i < kCachedLevels && tails_known_[i] ? tails_[i] : kUnsummarised;
   }
 
   // Whether a probed page is a hit: its group verified, else every key
@@ -301,6 +396,12 @@ class Query {
   const PageQueryHooks* hooks_;
   KeyBuffer key_;
   Fingerprint key_head_;  // with split keys: the part every key of the page shares
+  // TailsFor's answers, by level (layouts have one level, or a few with
+  // trailing pools; any beyond these are checked key by key).
+  static constexpr size_t kCachedLevels = 8;
+  static constexpr RequiredTails kUnsummarised{};
+  RequiredTails tails_[kCachedLevels];
+  bool tails_known_[kCachedLevels] = {};
   // ProveByKeys' round of keys, written before it is read (uninitialized:
   // see Round::keys).
   union Fingerprints {
