@@ -159,20 +159,17 @@ class Query {
       if (page == 0 && !index_.ContainsKey(first_key)) break;
       FingerprintGroup(pending);
       // Past the first page, most prefixes end at a page nobody stored: its
-      // group is unknown and its summary (or first key) absent. Both lookups
-      // are started together, so that miss costs one memory round trip, not
-      // two; with the summary, so does a hit by the exact path.
+      // group is unknown, it has no summary entry and its first key is
+      // absent. The lookups are started together, so that miss costs one
+      // memory round trip, not two or three; so does a hit by the summary.
       KeyCheck first_key_check{true, false};
       {
         Index::Reader reader(index_);
         reader.PrefetchGroup(pending.group);
+        reader.PrefetchKey(first_key);
         const RequiredTails& tails = TailsFor(reader, *pending.level);
         const bool by_summary = tails.state == RequiredTails::State::kSummarised;
-        if (by_summary) {
-          reader.PrefetchPageTails(key_head_);
-        } else {
-          reader.PrefetchKey(first_key);
-        }
+        if (by_summary) reader.PrefetchPageTails(key_head_);
         pending.probe = reader.ProbeGroup(pending.group, pending.level->id);
         if (!pending.probe.verified) {
           if (tails.state == RequiredTails::State::kNeverStored) break;
