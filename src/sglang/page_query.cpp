@@ -173,8 +173,11 @@ class Query {
         pending.probe = reader.ProbeGroup(pending.group, pending.level->id);
         if (!pending.probe.verified) {
           if (tails.state == RequiredTails::State::kNeverStored) break;
-          const SummaryAnswer answer =
-              by_summary ? CheckBySummary(reader, pending, key_head_, tails.mask) : SummaryAnswer::kNoEntry;
+          // An unknown group: most likely a page nobody stored, answered by
+          // its first key (as in ChooseExactChecks).
+          const SummaryAnswer answer = by_summary && pending.probe.exists
+                                           ? CheckBySummary(reader, pending, key_head_, tails.mask)
+                                           : SummaryAnswer::kNoEntry;
           if (answer == SummaryAnswer::kMiss) break;
           if (answer == SummaryAnswer::kHit) {
             ++result.total_hits;
@@ -210,10 +213,10 @@ class Query {
   void FingerprintGroup(PendingPage& pending) { pending.group = layout_.GroupFingerprint(pending.hash); }
 
   // Chooses how each page of a probed round not verified by its group is
-  // checked (the exact path), and computes what that check needs: the
-  // page's head for the summary; else, for a known group, its keys'
+  // checked (the exact path), and computes what that check needs: for a
+  // known group, the page's head for the summary, or else its keys'
   // fingerprints, to be prefetched together and checked a round later.
-  // Other pages take Answer, one by one.
+  // Other pages (an unknown group) take Answer, one by one.
   void ChooseExactChecks(Round& round) {
     round.n_keys = 0;
     for (size_t i = 0; i < round.n; ++i) {
@@ -225,6 +228,10 @@ class Query {
         round.check[i] = ExactCheck::kAbsent;
         continue;
       }
+      // A page whose group is unknown was most likely never stored (a
+      // prompt nobody sent before): it has no entry either, and its first
+      // key's lookup alone answers it (Answer), so it reads no summary.
+      if (!page.probe.exists) continue;
       if (tails.state == RequiredTails::State::kSummarised) {
         round.check[i] = ExactCheck::kSummary;
         SetKeyHash(page.hash);
@@ -232,7 +239,7 @@ class Query {
         continue;
       }
       const uint32_t n_keys = page.level->n_suffixes;
-      if (!page.probe.exists || round.n_keys + n_keys > kRoundKeys) continue;
+      if (round.n_keys + n_keys > kRoundKeys) continue;
       round.check[i] = ExactCheck::kKeys;
       SetKeyHash(page.hash);
       round.first_key[i] = round.n_keys;
