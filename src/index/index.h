@@ -32,8 +32,9 @@
 //
 // The page summary (page_tails.h). Pages of three or more keys stored
 // under their group get one line saying which of their keys (by tail) are
-// present, kept by the writer beside the keys: a page not verified by its
-// group is then checked by reading that line instead of each key's. It
+// present, kept by the writer beside the keys: a page whose group is known
+// but not verified is then checked by reading that line instead of each
+// key's. It
 // holds nothing the key table does not; pages without an entry, and tails
 // without a number (tail_interner.h), are checked key by key.
 //
