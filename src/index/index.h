@@ -34,9 +34,8 @@
 // under their group get one line saying which of their keys (by tail) are
 // present, kept by the writer beside the keys: a page whose group is known
 // but not verified is then checked by reading that line instead of each
-// key's. It
-// holds nothing the key table does not; pages without an entry, and tails
-// without a number (tail_interner.h), are checked key by key.
+// key's. It holds nothing the key table does not; pages without an entry,
+// and tails without a number (tail_interner.h), are checked key by key.
 //
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so a clear
