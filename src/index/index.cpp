@@ -238,12 +238,6 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   }
 }
 
-// A page gets a summary entry once its group holds this many keys: pages of
-// one or two keys (MLA, tp1) read as many lines key by key, and an entry
-// per page would cost them 20-60 bytes a key. Keys stored under no group
-// (snapshot keys) make no entry either. (page_tails.h)
-constexpr uint32_t kGroupKeysToSummarise = 3;
-
 void Index::AddTail(const KeyName& key, const GroupState* group) {
   if (!key.split) return;
   const int number = tails_.Intern(key.tail, key.tail_bytes);
@@ -253,7 +247,8 @@ void Index::AddTail(const KeyName& key, const GroupState* group) {
     tails->Add(number, group != nullptr ? group->ref : kNoGroup);
     return;
   }
-  if (group == nullptr || group->keys < kGroupKeysToSummarise) return;
+  // Keys stored under no group (snapshot keys) make no entry.
+  if (group == nullptr || group->keys < kPageTailsMinKeys) return;
   // MakeRoom grew the table ahead of this store (or it throws, unchanged).
   page_tails_.insert_absent(head, SummarisePage(key));
 }
@@ -475,7 +470,8 @@ RequiredTails Index::FindRequiredTailsLocked(std::span<const Fingerprint> tail_i
     // Numbers remain: no key with this tail was ever stored (tail_interner.h).
     return RequiredTails{tails_.full() ? RequiredTails::State::kUnsummarised : RequiredTails::State::kNeverStored, 0};
   }
-  if (required.mask == 0) required.state = RequiredTails::State::kUnsummarised;  // a page needing no key
+  // Pages of fewer keys have no entry (page_tails.h); nor has a page needing no key.
+  if (tail_ids.size() < kPageTailsMinKeys) required.state = RequiredTails::State::kUnsummarised;
   return required;
 }
 

@@ -28,6 +28,12 @@
 
 namespace sci {
 
+// A page gets an entry once its group holds this many keys, and a query
+// reads the summary only for pages that need this many: pages of one or two
+// keys (MLA, tp1) read as many lines key by key, and an entry per page would
+// cost them 20-60 bytes a key.
+inline constexpr uint32_t kPageTailsMinKeys = 3;
+
 struct PageTails {
   // Bit n: the key with tail number n is present. Two halves: 4-byte
   // alignment packs two entries and their fingerprints into one cache line.
