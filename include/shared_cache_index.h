@@ -442,6 +442,10 @@ typedef struct sci_stats {
     uint64_t leader_changes;     /* new leader views followed (etcd) */
     uint64_t stores_withheld;    /* stored events not applied: their Mooncake batch began a run
                                     right after a possible loss (docs/index-semantics.md) */
+    uint64_t summarised_pages;   /* gauge: pages in the page summary (checked by one line when
+                                    their group is not verified) */
+    uint64_t tail_numbers;       /* gauge: key tails numbered for the page summary, of 64; at 64,
+                                    pages whose keys have other tails are checked key by key */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

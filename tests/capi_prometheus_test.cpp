@@ -48,9 +48,11 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("# TYPE sci_resync_failures_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE sci_stores_withheld_total counter\nsci_stores_withheld_total 0\n"),
             std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 27 metrics (the 21 of
-  // 1.0 and the 6 of 1.1), 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 27 * 3);
+  EXPECT_NE(text.find("# TYPE sci_tail_numbers gauge\nsci_tail_numbers 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE sci_summarised_pages gauge\n"), std::string::npos);
+  // Every sample line follows its HELP and TYPE lines: 29 metrics (the 21 of
+  // 1.0 and the 8 of 1.1), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 29 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {

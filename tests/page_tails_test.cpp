@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "index/index.h"
 #include "index/tail_interner.h"
 #include "sglang/layout.h"
@@ -110,15 +111,15 @@ TEST_F(PageTailsQuery, PagesOfThreeKeysUnderTheirGroupGetAnEntryThatFindsEveryKe
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StorePages(*one_key, {hashes[0]});
   StorePages(*two_keys, {hashes[1]});
-  EXPECT_EQ(index_.summarised_pages(), 0u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
   // Page 2: "__d" first, under no group; then the rest under the page's group.
   const std::vector<std::string> keys = four_keys->KeysFor(hashes[2], 2, 3);
   const std::string group = four_keys->GroupId(hashes[2]);
   Apply({Event{EventKind::kStored, keys[3], {}, {}, "cpu"}});
   Apply({Event{EventKind::kStored, keys[0], group, {}, "cpu"}, Event{EventKind::kStored, keys[1], group, {}, "cpu"}});
-  EXPECT_EQ(index_.summarised_pages(), 0u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
   Apply({Event{EventKind::kStored, keys[2], group, {}, "cpu"}});
-  EXPECT_EQ(index_.summarised_pages(), 1u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 1u);
   PageQueryResult r;
   EXPECT_EQ(Hits(*four_keys, tokens, nullptr, &r), (std::vector<int>{0, 0, 1}));
   EXPECT_EQ(Hits(*four_keys, tokens, nullptr, &r), (std::vector<int>{0, 0, 1}));
@@ -129,7 +130,35 @@ TEST_F(PageTailsQuery, PagesOfThreeKeysUnderTheirGroupGetAnEntryThatFindsEveryKe
   // The entry goes with the page's last key.
   Apply({Event{EventKind::kRemoved, keys[0], {}, {}, "cpu"}, Event{EventKind::kRemoved, keys[1], {}, {}, "cpu"},
          Event{EventKind::kRemoved, keys[2], {}, {}, "cpu"}});
-  EXPECT_EQ(index_.summarised_pages(), 0u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
+}
+
+// The gauge counts numbers taken, and a clear gives none back; taking the
+// last one is logged once, as a warning, for the life of the index.
+TEST_F(PageTailsQuery, TailNumbersAreAGaugeAndRunningOutIsLoggedOnce) {
+  struct Warnings {
+    std::vector<std::string> lines;
+    static void Collect(void* user, int32_t level, const char* msg, size_t len) {
+      if (level == static_cast<int32_t>(LogLevel::kWarn)) static_cast<Warnings*>(user)->lines.emplace_back(msg, len);
+    }
+  } warnings;
+  SetLogCallback(&Warnings::Collect, &warnings);
+  const auto layout = PoolsLayout({"__a", "__b", "__c"});
+  StorePages(*layout, PageHashesHex(Tokens(2), kPageSize, false));
+  EXPECT_EQ(index_.GetStats().tail_numbers, 3u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 2u);
+  index_.Clear();
+  EXPECT_EQ(index_.GetStats().tail_numbers, 3u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
+  EXPECT_TRUE(warnings.lines.empty());
+  UseEveryTailNumber(index_, &next_sequence_);  // 61 of its 64 tails get a number
+  EXPECT_EQ(index_.GetStats().tail_numbers, 64u);
+  UseEveryTailNumber(index_, &next_sequence_);
+  Apply({Event{EventKind::kStored, std::string(64, 'e') + "__yet_another", {}, {}, "cpu"}});
+  SetLogCallback(nullptr, nullptr);
+  EXPECT_EQ(index_.GetStats().tail_numbers, 64u);
+  ASSERT_EQ(warnings.lines.size(), 1u);
+  EXPECT_NE(warnings.lines[0].find("all 64 key tail numbers are taken"), std::string::npos) << warnings.lines[0];
 }
 
 // Tails that got no number are checked key by key: hits, misses and
@@ -140,7 +169,7 @@ TEST_F(PageTailsQuery, TailsBeyondTheNumbersAreCheckedKeyByKey) {
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StorePages(*layout, hashes);
-  EXPECT_EQ(index_.summarised_pages(), 0u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
   Apply({Event{EventKind::kRemoved, layout->KeysFor(hashes[1], 1, 3)[1], {}, {}, "cpu"}});
   PageQueryResult r;
   EXPECT_EQ(Hits(*layout, tokens, nullptr, &r), (std::vector<int>{1, 0, 1}));
@@ -157,7 +186,7 @@ TEST_F(PageTailsQuery, ATailNeverStoredMissesEveryPageThatNeedsIt) {
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StorePages(*stored, hashes);
-  EXPECT_EQ(index_.summarised_pages(), 2u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 2u);
   EXPECT_EQ(Hits(*stored, tokens), (std::vector<int>{1, 1}));
   EXPECT_EQ(Hits(*needs_more, tokens), (std::vector<int>{0, 0}));
   EXPECT_EQ(CheckPrefix(index_, *needs_more, tokens, kPageSize).prefix_hits, 0u);
@@ -173,7 +202,7 @@ TEST_F(PageTailsQuery, TailNumbersKeepTheirMeaningAcrossAClear) {
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   // Stored, not verified yet: the first query checks the page by its entry.
   StorePages(*asks_abc, hashes);
-  ASSERT_EQ(index_.summarised_pages(), 1u);
+  ASSERT_EQ(index_.GetStats().summarised_pages, 1u);
 
   struct ClearThenStoreXyz {
     PageTailsQuery* test;
@@ -191,7 +220,7 @@ TEST_F(PageTailsQuery, TailNumbersKeepTheirMeaningAcrossAClear) {
   PageQueryHooks hooks{&ClearThenStoreXyz::AfterProbe, &interleave};
   EXPECT_EQ(Hits(*asks_abc, tokens, &hooks), (std::vector<int>{0}));
   EXPECT_EQ(interleave.calls, 1);
-  EXPECT_EQ(index_.summarised_pages(), 1u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 1u);
   EXPECT_EQ(Hits(*stores_xyz, tokens), (std::vector<int>{1}));
   EXPECT_EQ(Hits(*asks_abc, tokens), (std::vector<int>{0}));
 }
@@ -205,7 +234,7 @@ TEST_F(PageTailsQuery, MixedGroupsHitButAreNeverVerifiedBySummary) {
   StorePages(*layout, hashes);
   const std::vector<std::string> keys = layout->KeysFor(hashes[0], 0, 1);
   Apply({Event{EventKind::kStored, keys[2], "another-group", {}, "cpu"}});
-  ASSERT_EQ(index_.summarised_pages(), 1u);
+  ASSERT_EQ(index_.GetStats().summarised_pages, 1u);
   PageQueryResult r;
   for (int round = 0; round < 2; ++round) {
     EXPECT_EQ(Hits(*layout, tokens, nullptr, &r), (std::vector<int>{1})) << round;
@@ -235,7 +264,7 @@ TEST_F(PageTailsQuery, SnapshotKeysAreCheckedKeyByKey) {
   }
   const std::vector<std::string_view> views(keys.begin(), keys.end());
   index_.LoadKeys(views);
-  EXPECT_EQ(index_.summarised_pages(), 0u);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
   EXPECT_EQ(Hits(*layout, tokens), (std::vector<int>{1, 1, 1, 1}));
   Apply({Event{EventKind::kRemoved, keys[7], {}, {}, "cpu"}});  // page 2's "__b"
   EXPECT_EQ(Hits(*layout, tokens), (std::vector<int>{1, 1, 0, 1}));

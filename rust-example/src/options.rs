@@ -165,6 +165,12 @@ pub struct Stats {
     /// Stored events not applied because their Mooncake batch began a run
     /// right after a possible loss (added in 1.1).
     pub stores_withheld: u64,
+    /// Pages in the page summary: checked by one line when their group is
+    /// not verified (gauge).
+    pub summarised_pages: u64,
+    /// Key tails numbered for the page summary, of 64; at 64, pages whose
+    /// keys have other tails are checked key by key (gauge).
+    pub tail_numbers: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -200,6 +206,8 @@ impl From<&sys::sci_stats> for Stats {
             resyncing: s.resyncing,
             leader_changes: s.leader_changes,
             stores_withheld: s.stores_withheld,
+            summarised_pages: s.summarised_pages,
+            tail_numbers: s.tail_numbers,
         }
     }
 }

@@ -1131,12 +1131,14 @@ pub struct sci_stats {
     pub resyncing: bool,
     pub leader_changes: u64,
     pub stores_withheld: u64,
+    pub summarised_pages: u64,
+    pub tail_numbers: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        216usize,
+        232usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1620,6 +1622,40 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_stores_withheld();
+    fn test_field_summarised_pages() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).summarised_pages) as usize - ptr as usize
+            },
+            216usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(summarised_pages)
+            )
+        );
+    }
+    test_field_summarised_pages();
+    fn test_field_tail_numbers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tail_numbers) as usize - ptr as usize
+            },
+            224usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(tail_numbers)
+            )
+        );
+    }
+    test_field_tail_numbers();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

@@ -277,6 +277,9 @@ fn check_pages_reports_every_hit_page_as_ranges() {
         (2, 20, 12, 6)
     );
     assert_eq!(stats.verified_groups, 6);
+    // The page summary: the six whole pages (page 7 holds one key), and the
+    // four tails of tp 2 (`_0_k`, `_0_v`, `_1_k`, `_1_v`).
+    assert_eq!((stats.summarised_pages, stats.tail_numbers), (6, 4));
 }
 
 #[test]

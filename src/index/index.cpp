@@ -84,8 +84,11 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
     const KeyName key = NameKey(seed, object_key);
     WarmUp(key, nullptr);
     MakeRoom(key, nullptr);
-    WriterLock lock(tables_lock_);
-    StoreKey(key, nullptr);  // no group: an exact-path hit, never marked verified
+    {
+      WriterLock lock(tables_lock_);
+      StoreKey(key, nullptr);  // no group: an exact-path hit, never marked verified
+    }
+    WarnIfTailNumbersRanOut();
   }
 }
 
@@ -121,13 +124,17 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   WarmUp(key, labelled ? &group : nullptr);
   if (event.kind == EventKind::kStored) MakeRoom(key, labelled ? &group : nullptr);
 
-  WriterLock lock(tables_lock_);
-  if (event.kind == EventKind::kStored) {
-    StoreKey(key, labelled ? &group : nullptr);
-  } else {
-    RemoveKey(key, labelled ? &group : nullptr);
+  {
+    WriterLock lock(tables_lock_);
+    if (event.kind == EventKind::kStored) {
+      StoreKey(key, labelled ? &group : nullptr);
+    } else {
+      RemoveKey(key, labelled ? &group : nullptr);
+    }
   }
   counters_.events_applied.Add();
+  // Logged with the table lock released: a log callback may query.
+  if (event.kind == EventKind::kStored) WarnIfTailNumbersRanOut();
 }
 
 Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key) {
@@ -240,7 +247,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
 
 void Index::AddTail(const KeyName& key, const GroupState* group) {
   if (!key.split) return;
-  const int number = tails_.Intern(key.tail, key.tail_bytes);
+  const int number = NumberTail(key);
   if (number == TailInterner::kNone) return;  // unsummarised: its pages are checked key by key
   const PackedKey head(key.head);
   if (PageTails* tails = page_tails_.find(head)) {
@@ -251,6 +258,25 @@ void Index::AddTail(const KeyName& key, const GroupState* group) {
   if (group == nullptr || group->keys < kPageTailsMinKeys) return;
   // MakeRoom grew the table ahead of this store (or it throws, unchanged).
   page_tails_.insert_absent(head, SummarisePage(key));
+  summarised_count_.store(page_tails_.size(), std::memory_order_relaxed);
+}
+
+int Index::NumberTail(const KeyName& key) {
+  const uint32_t known = tails_.size();
+  const int number = tails_.Intern(key.tail, key.tail_bytes);
+  if (tails_.size() != known) tail_number_count_.store(tails_.size(), std::memory_order_relaxed);
+  return number;
+}
+
+void Index::WarnIfTailNumbersRanOut() {
+  if (tail_numbers_warned_ || tail_number_count_.load(std::memory_order_relaxed) < TailInterner::kCapacity) return;
+  // Once for the life of the index: numbers are never taken back.
+  tail_numbers_warned_ = true;
+  Logf(LogLevel::kWarn,
+       "page summary: all %d key tail numbers are taken; pages whose keys have other tails are checked key by "
+       "key from now on (exact, but slower). Keys of other applications with varied tails after a 64-digit "
+       "hash use them up",
+       TailInterner::kCapacity);
 }
 
 PageTails Index::SummarisePage(const KeyName& key) {
@@ -286,7 +312,10 @@ void Index::RemoveTail(const KeyName& key) {
   PageTails* tails = page_tails_.find(PackedKey(key.head));
   if (tails == nullptr) return;
   tails->Remove(number);
-  if (tails->empty()) page_tails_.erase(tails);
+  if (tails->empty()) {
+    page_tails_.erase(tails);
+    summarised_count_.store(page_tails_.size(), std::memory_order_relaxed);
+  }
 }
 
 Index::GroupState* Index::FindGroup(const Fingerprint& group) {
@@ -384,6 +413,7 @@ void Index::ClearTables() {
     group_count_.fetch_sub(groups_.size(), std::memory_order_relaxed);
     groups_.swap(gone);
     page_tails_.swap(tails_gone);
+    summarised_count_.store(0, std::memory_order_relaxed);
   }
   for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
@@ -453,11 +483,6 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
   return check;
 }
 
-size_t Index::summarised_pages() const {
-  ReaderLock lock(tables_lock_);
-  return page_tails_.size();
-}
-
 RequiredTails Index::FindRequiredTailsLocked(std::span<const Fingerprint> tail_ids) const {
   RequiredTails required;
   required.state = RequiredTails::State::kSummarised;
@@ -520,6 +545,8 @@ Stats Index::GetStats() const {
   s.keys = key_count_.load(std::memory_order_relaxed);
   s.groups = group_count_.load(std::memory_order_relaxed);
   s.verified_groups = static_cast<uint32_t>(verify_state_.load(std::memory_order_relaxed));
+  s.summarised_pages = summarised_count_.load(std::memory_order_relaxed);
+  s.tail_numbers = tail_number_count_.load(std::memory_order_relaxed);
   s.has_sequence = has_sequence_mirror_.load(std::memory_order_relaxed);
   s.last_sequence = s.has_sequence ? last_sequence_mirror_.load(std::memory_order_relaxed) : 0;
   return s;

@@ -251,9 +251,6 @@ class Index {
     Index& index_;
   };
 
-  // Pages with a summary entry (page_tails.h): for tests and benchmarks.
-  size_t summarised_pages() const ABSL_LOCKS_EXCLUDED(tables_lock_);
-
   // ---- counters ----
 
   Stats GetStats() const;
@@ -339,6 +336,11 @@ class Index {
   // A new summary entry for `key`'s page: its tails present, found by
   // looking up the head with every numbered tail.
   PageTails SummarisePage(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // The tail number of `key` (TailInterner::Intern), keeping tail_numbers.
+  int NumberTail(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Logs, once, that the last tail number was taken; with tables_lock_
+  // released (a log callback may query).
+  void WarnIfTailNumbersRanOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void RemoveTail(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   GroupState* FindGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The group's state, created if need be (null when there is no room),
@@ -392,10 +394,13 @@ class Index {
   std::array<Fingerprint, TailInterner::kCapacity> tail_parts_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t tail_parts_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
   uint32_t tail_parts_known_ ABSL_GUARDED_BY(apply_mu_) = 0;  // tail_parts_[0, this) are for tail_parts_seed_
+  bool tail_numbers_warned_ ABSL_GUARDED_BY(apply_mu_) = false;
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};
   std::atomic<uint64_t> group_count_{0};
+  std::atomic<uint64_t> summarised_count_{0};  // page_tails_.size()
+  std::atomic<uint64_t> tail_number_count_{0};  // tails_.size()
 
   // High 32 bits: current verify epoch (starts at 1). Low 32 bits: how many
   // groups hold a verification of that epoch. One word, so that a bump

@@ -52,7 +52,11 @@
   X(resyncing, bool, GAUGE, SUBSCRIBER, "1 while a resync is under way (queries answer miss).")                  \
   X(leader_changes, uint64_t, COUNTER, SUBSCRIBER, "New Mooncake leader views followed (etcd).")                 \
   X(stores_withheld, uint64_t, COUNTER, WRITER,                                                                  \
-    "Stored events not applied: their Mooncake batch began a run right after a possible loss.")
+    "Stored events not applied: their Mooncake batch began a run right after a possible loss.")               \
+  X(summarised_pages, uint64_t, GAUGE, TABLES,                                                                   \
+    "Pages in the page summary: checked by one line when their group is not verified.")                         \
+  X(tail_numbers, uint64_t, GAUGE, TABLES,                                                                       \
+    "Key tails numbered for the page summary, of 64; at 64, pages with new tails are checked key by key.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing
