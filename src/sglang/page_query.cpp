@@ -150,22 +150,26 @@ class Query {
       HashPage(page, pending);
       ++result.pages_examined;
       if (!pending.checkable) break;
-      SetKeyHash(pending.hash);
-      const Fingerprint first_key = KeyFingerprint(pending.level->first_suffix);
+      Fingerprint first_key;
       // Most prefix queries are of prompts nobody stored: their first
       // page's first key is absent, and that alone answers them, before the
       // group is fingerprinted or probed. (A present key is checked again
       // below, under the group probe's hold: that check is the one that counts.)
-      if (page == 0 && !index_.ContainsKey(first_key)) break;
+      if (page == 0) {
+        first_key = FirstKeyOf(pending);
+        if (!index_.ContainsKey(first_key)) break;
+      }
       FingerprintGroup(pending);
       // Past the first page, most prefixes end at a page nobody stored: its
       // group is unknown, it has no summary entry and its first key is
       // absent. The lookups are started together, so that miss costs one
       // memory round trip, not two or three; so does a hit by the summary.
+      // The page's first key is fingerprinted while its group's line comes.
       KeyCheck first_key_check{true, false};
       {
         Index::Reader reader(index_);
         reader.PrefetchGroup(pending.group);
+        if (page > 0) first_key = FirstKeyOf(pending);
         reader.PrefetchKey(first_key);
         const RequiredTails& tails = TailsFor(reader, *pending.level);
         const bool by_summary = tails.state == RequiredTails::State::kSummarised;
@@ -211,6 +215,11 @@ class Query {
     pending.checkable = pending.level->n_suffixes > 0;
   }
   void FingerprintGroup(PendingPage& pending) { pending.group = layout_.GroupFingerprint(pending.hash); }
+  // The fingerprint of the page's first key (and its head, for the summary).
+  Fingerprint FirstKeyOf(const PendingPage& pending) {
+    SetKeyHash(pending.hash);
+    return KeyFingerprint(pending.level->first_suffix);
+  }
 
   // Chooses how each page of a probed round not verified by its group is
   // checked (the exact path), and computes what that check needs: for a
