@@ -3,6 +3,7 @@
 // once:
 //
 //   cold/tp8/p169/keys:1m/hits:all/<fastpath|exact>/<rotation|evict8m|dram512m>/paired_with_hashing
+//   cold/tp8/p169/keys:1m/hits:none/<rotation|evict8m|dram512m>/paired_with_hashing
 //   cold/prefix/tp8/p169/keys:1m/first_page_absent/<rotation|evict8m|dram512m>/paired_with_one_page_hash
 //   cold/prefix/tp8/p169/keys:1m/ends_at_page:84/<fastpath|exact>/<rotation|evict8m|dram512m>/paired_with_hashing
 //   concurrent/tp8/p169/keys:1m/hits:all/fastpath/writer:<0|1>
@@ -38,6 +39,9 @@
 // of the per-call times and their ratio are reported (performance.md:
 // fastpath <= 1.2x; exact <= 40 ns per required key, all in).
 //
+// hits:none asks check_pages about prompts nobody stored (most of what a
+// router is asked), paired the same way.
+//
 // The prefix case queries unrelated prompts (never stored) with
 // CheckPrefix, paired with SHA-256 of their first page alone (target
 // <= 1.5x: the query must stop at the first page). ends_at_page:84 asks
@@ -66,6 +70,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -217,38 +222,76 @@ class ColdFixture {
   std::vector<uint64_t> evict_, dram_evict_;
 };
 
-void BM_ColdPrompts(benchmark::State& state, bool fast_path, Eviction evict) {
+// Per-call times of a paired pass, in µs: SHA-256 of the pages alone, and
+// the query.
+struct PairedTimes {
+  std::vector<double> hashing, query;
+};
+
+// The loop every cold benchmark shares. Iteration i takes prompt
+// `tokens_of(i)`; evicts (see Eviction), times SHA-256 of its first
+// `hashed_pages` pages alone; evicts again, clears the thread's memo and
+// times `query(tokens)`, whose answer `right(result)` checks; then calls
+// `after(i)`, untimed. False (and the benchmark skipped) if any answer was
+// not what the workload's name says.
+template <typename TokensOf, typename Query, typename Right, typename After>
+bool RunPaired(benchmark::State& state, Eviction evict, size_t hashed_pages, TokensOf tokens_of, Query query,
+               Right right, After after, PairedTimes* times) {
   ColdFixture& fixture = ColdFixture::Get();
   PageDigestMemo& memo = PageDigestMemo::ForThisThread();
-  fixture.DropVerification();
-  if (fast_path) fixture.VerifyElsewhere();
-  std::vector<uint8_t> hits(kPages);
-  std::vector<double> hashing, query;
   size_t next = 0;
-  bool right = true;
+  bool all_right = true;
   for (auto _ : state) {
     const size_t i = next++;
-    const std::vector<uint32_t>& tokens = fixture.prompt(i);
+    const std::vector<uint32_t>& tokens = tokens_of(i);
     fixture.Evict(evict);
     const auto t0 = Clock::now();
-    benchmark::DoNotOptimize(HashPagesAlone(tokens, kPages));
+    benchmark::DoNotOptimize(HashPagesAlone(tokens, hashed_pages));
     const auto t1 = Clock::now();
     fixture.Evict(evict);
     memo.Clear();
     const auto t2 = Clock::now();
-    const PageQueryResult r = CheckPages(fixture.index(), fixture.layout(), tokens, kPageSize, hits);
+    const PageQueryResult r = query(tokens);
     const auto t3 = Clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t3 - t2).count());
-    if (!fast_path) fixture.DropVerification(i);  // for its next pass, 47 prompts from now
-    hashing.push_back(Micros(t1 - t0));
-    query.push_back(Micros(t3 - t2));
-    right &= r.total_hits == kPages && r.fast_path == (fast_path ? kPages : 0);
+    after(i);
+    times->hashing.push_back(Micros(t1 - t0));
+    times->query.push_back(Micros(t3 - t2));
+    all_right &= right(r);
   }
-  if (!right) {
-    state.SkipWithError("unexpected answer: the workload is not what its name says");
+  if (!all_right) state.SkipWithError("unexpected answer: the workload is not what its name says");
+  return all_right;
+}
+
+// Verification as a workload needs it: all groups verified by another
+// thread (fastpath), or none. Without, each prompt's verification is
+// dropped again right after its query (see the top of this file).
+std::function<void(size_t)> PrepareVerification(bool fast_path) {
+  ColdFixture& fixture = ColdFixture::Get();
+  fixture.DropVerification();
+  if (fast_path) {
+    fixture.VerifyElsewhere();
+    return [](size_t) {};
+  }
+  return [&fixture](size_t i) { fixture.DropVerification(i); };
+}
+
+void BM_ColdPrompts(benchmark::State& state, bool fast_path, Eviction evict) {
+  ColdFixture& fixture = ColdFixture::Get();
+  std::vector<uint8_t> hits(kPages);
+  PairedTimes times;
+  if (!RunPaired(
+          state, evict, kPages, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.prompt(i); },
+          [&](const std::vector<uint32_t>& tokens) {
+            return CheckPages(fixture.index(), fixture.layout(), tokens, kPageSize, hits);
+          },
+          [fast_path](const PageQueryResult& r) {
+            return r.total_hits == kPages && r.fast_path == (fast_path ? kPages : 0);
+          },
+          PrepareVerification(fast_path), &times)) {
     return;
   }
-  const double hashing_us = Median(hashing), query_us = Median(query);
+  const double hashing_us = Median(times.hashing), query_us = Median(times.query);
   state.counters["hashing_us"] = hashing_us;
   state.counters["check_pages_us"] = query_us;
   state.counters["check_pages_over_hashing"] = query_us / hashing_us;
@@ -257,33 +300,40 @@ void BM_ColdPrompts(benchmark::State& state, bool fast_path, Eviction evict) {
   state.counters["required_keys"] = static_cast<double>(fixture.required_keys());
 }
 
-void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
+// check_pages of prompts nobody stored (most of a router's requests): every
+// page misses, each answered by its unknown group and its absent first key.
+void BM_ColdNeverStored(benchmark::State& state, Eviction evict) {
   ColdFixture& fixture = ColdFixture::Get();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
-  std::vector<double> hashing, query;
-  size_t next = 0;
-  bool right = true;
-  for (auto _ : state) {
-    const std::vector<uint32_t>& tokens = fixture.unrelated(next++);
-    fixture.Evict(evict);
-    const auto t0 = Clock::now();
-    benchmark::DoNotOptimize(HashPagesAlone(tokens, 1));
-    const auto t1 = Clock::now();
-    fixture.Evict(evict);
-    memo.Clear();
-    const auto t2 = Clock::now();
-    const PageQueryResult r = CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
-    const auto t3 = Clock::now();
-    state.SetIterationTime(std::chrono::duration<double>(t3 - t2).count());
-    hashing.push_back(Micros(t1 - t0) * 1000);
-    query.push_back(Micros(t3 - t2) * 1000);
-    right &= r.prefix_hits == 0 && r.pages_examined == 1;
-  }
-  if (!right) {
-    state.SkipWithError("unexpected answer: the workload is not what its name says");
+  std::vector<uint8_t> hits(kPages);
+  PairedTimes times;
+  if (!RunPaired(
+          state, evict, kPages, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
+          [&](const std::vector<uint32_t>& tokens) {
+            return CheckPages(fixture.index(), fixture.layout(), tokens, kPageSize, hits);
+          },
+          [](const PageQueryResult& r) { return r.total_hits == 0; }, [](size_t) {}, &times)) {
     return;
   }
-  const double hashing_ns = Median(hashing), query_ns = Median(query);
+  const double hashing_us = Median(times.hashing), query_us = Median(times.query);
+  state.counters["hashing_us"] = hashing_us;
+  state.counters["check_pages_us"] = query_us;
+  state.counters["check_pages_over_hashing"] = query_us / hashing_us;
+  state.counters["per_page_ns"] = query_us * 1000 / kPages;
+}
+
+void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
+  ColdFixture& fixture = ColdFixture::Get();
+  PairedTimes times;
+  if (!RunPaired(
+          state, evict, 1, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
+          [&fixture](const std::vector<uint32_t>& tokens) {
+            return CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
+          },
+          [](const PageQueryResult& r) { return r.prefix_hits == 0 && r.pages_examined == 1; }, [](size_t) {},
+          &times)) {
+    return;
+  }
+  const double hashing_ns = Median(times.hashing) * 1000, query_ns = Median(times.query) * 1000;
   state.counters["one_page_hash_ns"] = hashing_ns;
   state.counters["check_prefix_ns"] = query_ns;
   state.counters["check_prefix_over_one_page_hash"] = query_ns / hashing_ns;
@@ -291,37 +341,22 @@ void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
 
 void BM_ColdPrefixEndsMidway(benchmark::State& state, bool fast_path, Eviction evict) {
   ColdFixture& fixture = ColdFixture::Get();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
-  fixture.DropVerification();
-  if (fast_path) fixture.VerifyElsewhere();
   constexpr size_t kExamined = kStoredHalf + 1;
-  std::vector<double> hashing, query;
-  size_t next = 0;
-  bool right = true;
-  for (auto _ : state) {
-    const size_t i = next++;
-    const std::vector<uint32_t>& tokens = fixture.half_stored(i);
-    fixture.Evict(evict);
-    const auto t0 = Clock::now();
-    benchmark::DoNotOptimize(HashPagesAlone(tokens, kExamined));
-    const auto t1 = Clock::now();
-    fixture.Evict(evict);
-    memo.Clear();
-    const auto t2 = Clock::now();
-    const PageQueryResult r = CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
-    const auto t3 = Clock::now();
-    state.SetIterationTime(std::chrono::duration<double>(t3 - t2).count());
-    if (!fast_path) fixture.DropVerification(i);  // as in BM_ColdPrompts
-    hashing.push_back(Micros(t1 - t0));
-    query.push_back(Micros(t3 - t2));
-    right &= r.prefix_hits == kStoredHalf && r.pages_examined == kExamined &&
-             r.fast_path == (fast_path ? kStoredHalf : 0);
-  }
-  if (!right) {
-    state.SkipWithError("unexpected answer: the workload is not what its name says");
+  PairedTimes times;
+  if (!RunPaired(
+          state, evict, kExamined,
+          [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.half_stored(i); },
+          [&fixture](const std::vector<uint32_t>& tokens) {
+            return CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
+          },
+          [fast_path](const PageQueryResult& r) {
+            return r.prefix_hits == kStoredHalf && r.pages_examined == kExamined &&
+                   r.fast_path == (fast_path ? kStoredHalf : 0);
+          },
+          PrepareVerification(fast_path), &times)) {
     return;
   }
-  const double hashing_us = Median(hashing), query_us = Median(query);
+  const double hashing_us = Median(times.hashing), query_us = Median(times.query);
   const double required_keys = static_cast<double>(fixture.required_keys()) * kExamined / kPages;
   state.counters["hashing_us"] = hashing_us;
   state.counters["check_prefix_us"] = query_us;
@@ -463,6 +498,11 @@ const bool kRegistered = [] {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
+    benchmark::RegisterBenchmark(("cold/tp8/p169/keys:1m/hits:none" + cold + "/paired_with_hashing").c_str(),
+                                 BM_ColdNeverStored, evict)
+        ->Iterations(kPrompts)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(
         ("cold/prefix/tp8/p169/keys:1m/first_page_absent" + cold + "/paired_with_one_page_hash").c_str(),
         BM_ColdPrefixFirstPageAbsent, evict)

@@ -47,6 +47,8 @@ enum class ExactCheck : uint8_t {
   kOneByOne,   // Answer, after the round's batched checks
   kSummary,    // its head's present tails, one line (prefetched a step ahead)
   kKeys,       // its keys, prefetched a step ahead
+  kFirstKey,   // an unknown group: its first key (prefetched a step ahead),
+               // then, if present, Answer for the rest
   kAbsent,     // a tail it needs was never stored: a miss, nothing to read
 };
 
@@ -58,9 +60,12 @@ struct Round {
   size_t n = 0;  // pages in the round (0: none, as the pipeline fills or drains)
   PendingPage pages[kPagesPerRound];
   // How each page is checked if its group is not verified; kKeys pages
-  // have their keys fingerprinted at keys[first_key[i]...] once probed.
+  // have their keys fingerprinted at keys[first_key[i]...] once probed,
+  // kFirstKey pages their first key.
   ExactCheck check[kPagesPerRound] = {};
   uint32_t first_key[kPagesPerRound] = {};
+  // A kFirstKey page found present goes to Answer with this check made.
+  KeyCheck first_key_check[kPagesPerRound];
   uint32_t n_keys = 0;
   // Written before it is read: left uninitialized, since zeroing three
   // rounds' 4 KiB would cost every query (an unrelated prompt's prefix
@@ -126,6 +131,8 @@ class Query {
         const PendingPage& page = fetched->pages[i];
         if (fetched->check[i] == ExactCheck::kOneByOne) {
           hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
+        } else if (fetched->check[i] == ExactCheck::kFirstKey && hit[i]) {
+          hit[i] = Answer(page, &result, &fetched->first_key_check[i], /*hooked=*/true);
         }
         hits[page.page] = hit[i] ? 1 : 0;
         result.total_hits += hit[i] ? 1 : 0;
@@ -228,8 +235,8 @@ class Query {
   // Chooses how each page of a probed round not verified by its group is
   // checked (the exact path), and computes what that check needs: for a
   // known group, the page's head for the summary, or else its keys'
-  // fingerprints, to be prefetched together and checked a round later.
-  // Other pages (an unknown group) take Answer, one by one.
+  // fingerprints; for an unknown group, its first key's. They are
+  // prefetched together and checked a round later.
   void ChooseExactChecks(Round& round) {
     round.n_keys = 0;
     for (size_t i = 0; i < round.n; ++i) {
@@ -243,8 +250,16 @@ class Query {
       }
       // A page whose group is unknown was most likely never stored (a
       // prompt nobody sent before): it has no entry either, and its first
-      // key's lookup alone answers it (Answer), so it reads no summary.
-      if (!page.probe.exists) continue;
+      // key's lookup alone answers it, so it reads no summary. That lookup
+      // is prefetched with the round's: one after the other, a prompt
+      // nobody stored paid a memory round trip per page on top of hashing.
+      if (!page.probe.exists) {
+        if (round.n_keys == kRoundKeys) continue;
+        round.check[i] = ExactCheck::kFirstKey;
+        round.first_key[i] = round.n_keys;
+        round.keys.at[round.n_keys++] = FirstKeyOf(page);
+        continue;
+      }
       if (tails.state == RequiredTails::State::kSummarised) {
         round.check[i] = ExactCheck::kSummary;
         SetKeyHash(page.hash);
@@ -288,6 +303,13 @@ class Query {
           hit[i] = answer == SummaryAnswer::kHit;
           continue;
         }
+        case ExactCheck::kFirstKey:
+          // Absent: a miss. Present: Answer checks the rest (nothing proves
+          // a page of an unknown group but every one of its keys).
+          round.first_key_check[i] =
+              reader.CheckKeys(std::span<const Fingerprint>(round.keys.at + round.first_key[i], 1), page.probe.ref);
+          hit[i] = round.first_key_check[i].all_present;
+          continue;
         case ExactCheck::kKeys: {
           const KeyCheck keys = reader.CheckKeys(
               std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes),
