@@ -276,19 +276,30 @@ std::function<void(size_t)> PrepareVerification(bool fast_path) {
   return [&fixture](size_t i) { fixture.DropVerification(i); };
 }
 
-void BM_ColdPrompts(benchmark::State& state, bool fast_path, Eviction evict) {
+// What a check_pages benchmark asks about: stored prompts, all verified
+// (fastpath) or none (exact), or prompts nobody stored (every page misses,
+// each answered by its unknown group and its absent first key: most of a
+// router's requests).
+enum class Asked { kVerified, kUnverified, kNeverStored };
+
+void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
   ColdFixture& fixture = ColdFixture::Get();
+  const bool stored = asked != Asked::kNeverStored;
+  const bool fast_path = asked == Asked::kVerified;
   std::vector<uint8_t> hits(kPages);
   PairedTimes times;
   if (!RunPaired(
-          state, evict, kPages, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.prompt(i); },
+          state, evict, kPages,
+          [&fixture, stored](size_t i) -> const std::vector<uint32_t>& {
+            return stored ? fixture.prompt(i) : fixture.unrelated(i);
+          },
           [&](const std::vector<uint32_t>& tokens) {
             return CheckPages(fixture.index(), fixture.layout(), tokens, kPageSize, hits);
           },
-          [fast_path](const PageQueryResult& r) {
-            return r.total_hits == kPages && r.fast_path == (fast_path ? kPages : 0);
+          [stored, fast_path](const PageQueryResult& r) {
+            return r.total_hits == (stored ? kPages : 0) && r.fast_path == (fast_path ? kPages : 0);
           },
-          PrepareVerification(fast_path), &times)) {
+          stored ? PrepareVerification(fast_path) : [](size_t) {}, &times)) {
     return;
   }
   const double hashing_us = Median(times.hashing), query_us = Median(times.query);
@@ -296,29 +307,9 @@ void BM_ColdPrompts(benchmark::State& state, bool fast_path, Eviction evict) {
   state.counters["check_pages_us"] = query_us;
   state.counters["check_pages_over_hashing"] = query_us / hashing_us;
   state.counters["per_page_ns"] = query_us * 1000 / kPages;
+  if (!stored) return;
   state.counters["per_key_ns"] = query_us * 1000 / static_cast<double>(fixture.required_keys());
   state.counters["required_keys"] = static_cast<double>(fixture.required_keys());
-}
-
-// check_pages of prompts nobody stored (most of a router's requests): every
-// page misses, each answered by its unknown group and its absent first key.
-void BM_ColdNeverStored(benchmark::State& state, Eviction evict) {
-  ColdFixture& fixture = ColdFixture::Get();
-  std::vector<uint8_t> hits(kPages);
-  PairedTimes times;
-  if (!RunPaired(
-          state, evict, kPages, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
-          [&](const std::vector<uint32_t>& tokens) {
-            return CheckPages(fixture.index(), fixture.layout(), tokens, kPageSize, hits);
-          },
-          [](const PageQueryResult& r) { return r.total_hits == 0; }, [](size_t) {}, &times)) {
-    return;
-  }
-  const double hashing_us = Median(times.hashing), query_us = Median(times.query);
-  state.counters["hashing_us"] = hashing_us;
-  state.counters["check_pages_us"] = query_us;
-  state.counters["check_pages_over_hashing"] = query_us / hashing_us;
-  state.counters["per_page_ns"] = query_us * 1000 / kPages;
 }
 
 void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
@@ -489,20 +480,17 @@ void BM_ConcurrentReaders(benchmark::State& state, ReaderQuery kind, bool writer
 const bool kRegistered = [] {
   for (Eviction evict : {Eviction::kNone, Eviction::kPrivateCaches, Eviction::kDram}) {
     const std::string cold = std::string("/") + EvictionName(evict);
-    for (bool fast : {true, false}) {
+    for (Asked asked : {Asked::kVerified, Asked::kUnverified, Asked::kNeverStored}) {
+      const char* what = asked == Asked::kVerified     ? "hits:all/fastpath"
+                         : asked == Asked::kUnverified ? "hits:all/exact"
+                                                       : "hits:none";
       benchmark::RegisterBenchmark(
-          (std::string("cold/tp8/p169/keys:1m/hits:all/") + (fast ? "fastpath" : "exact") + cold + "/paired_with_hashing")
-              .c_str(),
-          BM_ColdPrompts, fast, evict)
+          (std::string("cold/tp8/p169/keys:1m/") + what + cold + "/paired_with_hashing").c_str(), BM_ColdPrompts,
+          asked, evict)
           ->Iterations(kPrompts)
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
-    benchmark::RegisterBenchmark(("cold/tp8/p169/keys:1m/hits:none" + cold + "/paired_with_hashing").c_str(),
-                                 BM_ColdNeverStored, evict)
-        ->Iterations(kPrompts)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(
         ("cold/prefix/tp8/p169/keys:1m/first_page_absent" + cold + "/paired_with_one_page_hash").c_str(),
         BM_ColdPrefixFirstPageAbsent, evict)
