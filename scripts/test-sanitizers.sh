@@ -21,16 +21,20 @@ if [[ $which == all || $which == asan ]]; then
 fi
 
 if [[ $which == all || $which == tsan ]]; then
+  # The tools too: failover_test runs two sci-publish masters (built with
+  # TSan as well, so a race in them fails the test).
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=thread \
-        -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
+        -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=ON >/dev/null
   # The suites where threads meet: readers against a writer, the subscriber
   # thread against queries, the model test's concurrent readers, and the
   # subscriber thread under injected faults, the table lock itself, the
-  # readers' striped counters, callbacks that stop their own subscriber, and
-  # resync and leader following.
+  # readers' striped counters, callbacks that stop their own subscriber,
+  # resync and leader following, and a whole failover (real etcd, the
+  # leader killed, the subscriber following the new one).
   tsan_targets=""
   for t in index_concurrency_test page_query_concurrency_test index_model_test subscriber_test \
-           fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test; do
+           fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test \
+           failover_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086
