@@ -47,10 +47,10 @@
 // <= 1.5x: the query must stop at the first page). ends_at_page:84 asks
 // for prompts whose first 84 pages are stored and whose 85th is not (a
 // stored prompt's first half, then other tokens): the query examines 85
-// pages and pays for the absent one as for a present one, one memory
-// round trip hidden or not behind hashing; paired with SHA-256 of those
-// 85 pages alone (not a performance.md row: the fast path's <= 1.2x and
-// the exact path's <= 40 ns a key are the bars it is read against).
+// pages, each a memory round trip after its hash (the absent one two: its
+// group, then its first key); paired with SHA-256 of those 85 pages alone
+// (not a performance.md row: the fast path's <= 1.2x and the exact path's
+// <= 40 ns a key are the bars it is read against).
 //
 // The concurrent case counts queries per second over a fixed interval, on
 // one reader thread and then on two, each reader cycling through its own

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "common/log.h"
 #include "index/index.h"
 #include "index/tail_interner.h"
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
 #include "sglang/page_query.h"
+#include "log_capture.h"
 
 namespace sci {
 namespace {
@@ -136,13 +136,7 @@ TEST_F(PageTailsQuery, PagesOfThreeKeysUnderTheirGroupGetAnEntryThatFindsEveryKe
 // The gauge counts numbers taken, and a clear gives none back; taking the
 // last one is logged once, as a warning, for the life of the index.
 TEST_F(PageTailsQuery, TailNumbersAreAGaugeAndRunningOutIsLoggedOnce) {
-  struct Warnings {
-    std::vector<std::string> lines;
-    static void Collect(void* user, int32_t level, const char* msg, size_t len) {
-      if (level == static_cast<int32_t>(LogLevel::kWarn)) static_cast<Warnings*>(user)->lines.emplace_back(msg, len);
-    }
-  } warnings;
-  SetLogCallback(&Warnings::Collect, &warnings);
+  testing::LogCapture log;
   const auto layout = PoolsLayout({"__a", "__b", "__c"});
   StorePages(*layout, PageHashesHex(Tokens(2), kPageSize, false));
   EXPECT_EQ(index_.GetStats().tail_numbers, 3u);
@@ -150,15 +144,15 @@ TEST_F(PageTailsQuery, TailNumbersAreAGaugeAndRunningOutIsLoggedOnce) {
   index_.Clear();
   EXPECT_EQ(index_.GetStats().tail_numbers, 3u);
   EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
-  EXPECT_TRUE(warnings.lines.empty());
+  EXPECT_TRUE(log.At(LogLevel::kWarn).empty());
   UseEveryTailNumber(index_, &next_sequence_);  // 61 of its 64 tails get a number
   EXPECT_EQ(index_.GetStats().tail_numbers, 64u);
   UseEveryTailNumber(index_, &next_sequence_);
   Apply({Event{EventKind::kStored, std::string(64, 'e') + "__yet_another", {}, {}, "cpu"}});
-  SetLogCallback(nullptr, nullptr);
+  const std::vector<std::string> warnings = log.At(LogLevel::kWarn);
   EXPECT_EQ(index_.GetStats().tail_numbers, 64u);
-  ASSERT_EQ(warnings.lines.size(), 1u);
-  EXPECT_NE(warnings.lines[0].find("all 64 key tail numbers are taken"), std::string::npos) << warnings.lines[0];
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("all 64 key tail numbers are taken"), std::string::npos) << warnings[0];
 }
 
 // Tails that got no number are checked key by key: hits, misses and

@@ -18,6 +18,7 @@
 #include "wire/message_apply.h"
 #include "encode/mooncake_encoder.h"
 #include "wire/wire_decoder.h"
+#include "log_capture.h"
 
 namespace sci {
 namespace {
@@ -905,15 +906,6 @@ TEST(Malformed, AbsurdLengths) {
 
 // ------------------------------------------------------------ ApplyMessage --
 
-struct LogCapture {
-  LogCapture() { SetLogCallback(&LogCapture::Record, this); }
-  ~LogCapture() { SetLogCallback(nullptr, nullptr); }
-  static void Record(void* user, int32_t level, const char* msg, size_t len) {
-    static_cast<LogCapture*>(user)->lines.emplace_back(level, std::string(msg, len));
-  }
-  std::vector<std::pair<int32_t, std::string>> lines;
-};
-
 TEST(ApplyMessage, MalformedIsCountedLoggedAndChangesNothing) {
   Index index;
   DecodedMessage scratch;
@@ -922,7 +914,7 @@ TEST(ApplyMessage, MalformedIsCountedLoggedAndChangesNothing) {
   ASSERT_TRUE(ApplyMessage(index, good.Frames(), scratch, &error)) << error;
   const Stats before = index.GetStats();
 
-  LogCapture log;
+  testing::LogCapture log;
   // Well-formed events first, then a broken one: nothing of it may land.
   Message bad(2);
   bad.pack.pack_array(3);
