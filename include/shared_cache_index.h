@@ -446,6 +446,9 @@ typedef struct sci_stats {
                                     their group is not verified) */
     uint64_t tail_numbers;       /* gauge: key tails numbered for the page summary, of 64; at 64,
                                     pages whose keys have other tails are checked key by key */
+    uint64_t groups_adopted;     /* pages a query proved key by key while their group was unknown
+                                    (keys from a snapshot carry none), given their group back by
+                                    the writer: they take the fast path again */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

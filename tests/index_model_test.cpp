@@ -56,12 +56,57 @@ struct Model {
   bool has_sequence = false;
   uint64_t last_sequence = 0;
   uint64_t gaps = 0, duplicates = 0, stores_withheld = 0;
+  uint64_t max_entries = UINT64_MAX;  // keys + groups, as IndexOptions
+
+  // Adoption (index.h): a page a query proved present while no present key
+  // was stored under its group is asked for, and adopted before the next
+  // batch if its group is still unknown and every key is still present and
+  // stored under none. The queue's bounds: adoption_queue.h.
+  struct Adoption {
+    std::string tenant, group;
+    std::vector<std::string> keys;
+  };
+  std::vector<Adoption> adoptions;
+  uint64_t groups_adopted = 0;
 
   static std::string Tenant(std::string_view t) { return t.empty() ? "default" : std::string(t); }
 
   void Clear() {
     keys.clear();
     has_sequence = false;
+  }
+
+  bool GroupKnown(const std::string& tenant, const std::string& group) const {
+    for (const auto& [key, label] : keys) {
+      if (key.first == tenant && label == group) return true;
+    }
+    return false;
+  }
+
+  void AskAdoption(const std::string& tenant, const std::string& group, std::vector<std::string> page_keys) {
+    if (page_keys.empty() || page_keys.size() > 64 || adoptions.size() == 512) return;
+    size_t waiting_keys = 0;
+    for (const Adoption& a : adoptions) {
+      if (a.tenant == tenant && a.group == group) return;
+      waiting_keys += a.keys.size();
+    }
+    if (waiting_keys + page_keys.size() > 8192) return;
+    adoptions.push_back(Adoption{tenant, group, std::move(page_keys)});
+  }
+
+  void Adopt() {
+    for (const Adoption& a : adoptions) {
+      if (keys.size() + GroupCount() >= max_entries || GroupKnown(a.tenant, a.group)) continue;
+      bool ungrouped = true;
+      for (const std::string& key : a.keys) {
+        auto it = keys.find({a.tenant, key});
+        ungrouped = ungrouped && it != keys.end() && it->second.empty();
+      }
+      if (!ungrouped) continue;
+      for (const std::string& key : a.keys) keys[{a.tenant, key}] = a.group;
+      ++groups_adopted;
+    }
+    adoptions.clear();
   }
 
   // Groups some present key was stored under: the index keeps exactly these.
@@ -77,6 +122,7 @@ struct Model {
   // whose run-beginning batch (gap, restart, or first after a clear) applies
   // only its removals and all-cleared events unless its sequence is 1.
   void ApplyBatch(uint64_t s, const std::vector<Event>& events, bool production = false) {
+    Adopt();  // first, whatever the batch
     if (has_sequence && s == last_sequence) {
       ++duplicates;
       return;
@@ -500,12 +546,16 @@ struct PageRunStats {
   uint64_t queries = 0;
   uint64_t page_hits = 0;
   uint64_t layout_changes = 0;
-  uint64_t operations() const { return batches + messages + malformed + queries + layout_changes; }
+  uint64_t snapshot_loads = 0;
+  uint64_t groups_adopted = 0;
+  uint64_t operations() const { return batches + messages + malformed + queries + layout_changes + snapshot_loads; }
 };
 
-// Asks `layout` (built from spec `spec`) about one request and compares every page with the model.
+// Asks `layout` (built from spec `spec`) about one request and compares every
+// page with the model; a hit page whose group the model does not know is
+// asked to be adopted, as the query asks the index.
 void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t request, bool by_tokens,
-                     const Model& model, bool exact, const std::string& where, PageRunStats& run) {
+                     Model& model, bool exact, const std::string& where, PageRunStats& run) {
   const PageUniverse& u = Universe();
   const LayoutPages& pages = u.Pages(spec, request);
   std::vector<uint8_t> hits(pages.hashes.size());
@@ -534,6 +584,14 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
           << where << " false hit: layout " << spec << " request " << request << " page " << page;
     }
   }
+  for (size_t page = 0; page < pages.hashes.size(); ++page) {
+    if (hits[page] != 1) continue;
+    const PageKey& first = u.keys()[pages.key_ids[page].front()];
+    if (model.GroupKnown(first.tenant, first.group)) continue;
+    std::vector<std::string> keys;
+    for (size_t id : pages.key_ids[page]) keys.push_back(u.keys()[id].key);
+    model.AskAdoption(first.tenant, first.group, std::move(keys));
+  }
 }
 
 void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, const std::string& where) {
@@ -557,6 +615,7 @@ void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, c
   if (exact) {
     ASSERT_EQ(s.keys, model.keys.size()) << where;
     ASSERT_EQ(s.groups, model.GroupCount()) << where;
+    ASSERT_EQ(s.groups_adopted, model.groups_adopted) << where;
   }
 }
 
@@ -570,6 +629,7 @@ struct ActiveLayouts {
 void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats& run) {
   Index index(IndexOptions{.max_entries = max_entries});
   Model model;
+  model.max_entries = max_entries;
   PageStream stream(seed);
   const PageUniverse& u = Universe();
   ActiveLayouts active;
@@ -586,6 +646,23 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
       active.spec[slot] = stream.PickIndex(u.specs().size());
       active.layout[slot] = MakeLayout(u.specs()[active.spec[slot]]);
       ++run.layout_changes;
+    } else if (what < 7) {
+      // Keys of a snapshot (default tenant, no group) for a few pages of a
+      // request: their hits ask for adoption.
+      const size_t spec = stream.PickIndex(u.specs().size());
+      const LayoutPages& pages = u.Pages(spec, stream.PickIndex(u.requests().size()));
+      const size_t first = stream.PickIndex(pages.key_ids.size());
+      std::vector<std::string_view> keys;
+      for (size_t page = first; page < std::min(first + 4, pages.key_ids.size()); ++page) {
+        for (size_t id : pages.key_ids[page]) {
+          const PageKey& k = u.keys()[id];
+          if (k.tenant != "default") continue;
+          keys.push_back(k.key);
+          model.keys[{k.tenant, k.key}] = "";
+        }
+      }
+      index.LoadKeys(keys);
+      ++run.snapshot_loads;
     } else if (what < 12) {
       // A malformed message: counted, and nothing else changes.
       EncodedMessage m;
@@ -626,6 +703,7 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
     CheckKeysAgainstModel(index, model, exact, where);
     if (::testing::Test::HasFatalFailure()) return;
   }
+  run.groups_adopted += index.GetStats().groups_adopted;
 }
 
 TEST(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
@@ -637,12 +715,14 @@ TEST(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
   }
   EXPECT_GT(run.page_hits, run.queries / 10) << "the stream should fill pages often enough to hit";
   EXPECT_GT(run.malformed, 0u);
+  EXPECT_GT(run.groups_adopted, 0u) << "snapshot pages should be asked for and adopted";
   std::printf("page model: %llu operations (%llu batches, %llu messages, %llu malformed, %llu queries, "
-              "%llu layout changes), %llu page hits\n",
+              "%llu layout changes, %llu snapshot loads), %llu page hits, %llu groups adopted\n",
               static_cast<unsigned long long>(run.operations()), static_cast<unsigned long long>(run.batches),
               static_cast<unsigned long long>(run.messages), static_cast<unsigned long long>(run.malformed),
               static_cast<unsigned long long>(run.queries), static_cast<unsigned long long>(run.layout_changes),
-              static_cast<unsigned long long>(run.page_hits));
+              static_cast<unsigned long long>(run.snapshot_loads), static_cast<unsigned long long>(run.page_hits),
+              static_cast<unsigned long long>(run.groups_adopted));
 }
 
 TEST(IndexModel, PageQueriesNeverHitFalselyWhenCapacityRefusesEntries) {
@@ -722,6 +802,7 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
 
   const uint64_t seeds = SeedCount() / 100 + 1;
   long total_queries = 0, total_hits = 0;
+  uint64_t total_adopted = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     Index index;
     KeyWitness witness(u.keys().size());
@@ -783,6 +864,22 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
       if (stream.Chance(2)) {
         index.Clear();
         model.Clear();
+      } else if (stream.Chance(5)) {
+        // A snapshot's keys (no group) for a few pages: the readers proving
+        // them ask for adoption, which the writer's next batches make.
+        const LayoutPages& pages = u.Pages(stream.PickIndex(u.specs().size()), stream.PickIndex(u.requests().size()));
+        const size_t first = stream.PickIndex(pages.key_ids.size());
+        std::vector<std::string_view> keys;
+        for (size_t page = first; page < std::min(first + 4, pages.key_ids.size()); ++page) {
+          for (size_t id : pages.key_ids[page]) {
+            const PageKey& k = u.keys()[id];
+            if (k.tenant != "default") continue;
+            witness.AnnounceStore(id);
+            keys.push_back(k.key);
+            model.keys[{k.tenant, k.key}] = "";
+          }
+        }
+        index.LoadKeys(keys);
       } else {
         const PageBatch batch = stream.NextBatch(model);
         for (const Event& e : batch.events) {
@@ -809,9 +906,13 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
     EXPECT_GT(hits_seen.load(), 0) << "seed " << seed << ": the readers never overlapped a present page";
     total_queries += queries.load();
     total_hits += hits_seen.load();
+    total_adopted += index.GetStats().groups_adopted;
   }
-  std::printf("concurrent model: %llu seeds x 3000 steps, %ld reader queries, %ld page hits checked\n",
-              static_cast<unsigned long long>(seeds), total_queries, total_hits);
+  EXPECT_GT(total_adopted, 0u) << "the readers should have asked for snapshot pages, and the writer adopted some";
+  std::printf("concurrent model: %llu seeds x 3000 steps, %ld reader queries, %ld page hits checked, "
+              "%llu groups adopted\n",
+              static_cast<unsigned long long>(seeds), total_queries, total_hits,
+              static_cast<unsigned long long>(total_adopted));
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "master_stand_in.h"
+#include "sglang/layout.h"
+#include "sglang/page_hash.h"
+#include "sglang/page_query.h"
 
 namespace sci {
 namespace {
@@ -82,6 +85,50 @@ TEST(ResyncTest, LateJoinSeesObjectsStoredBeforeItStarted) {
 
   master.Store("late-1");  // live again
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "late-1"); }));
+}
+
+// Snapshot keys carry no group, so a resynced page is proven key by key;
+// the first query that proves it asks for its group back, and the
+// subscriber's thread adopts it -- with its next message, or, on a quiet
+// stream as here (a new leader announces nothing), within a few ms: from
+// then on the page takes the fast path, as if the stream had announced it.
+TEST(ResyncTest, ResyncedPagesTakeTheFastPathAgainAfterTheirFirstQuery) {
+  LayoutSpec spec;
+  spec.page_size = 16;
+  spec.tp_size = 8;
+  std::string error;
+  const std::unique_ptr<const Layout> layout = Layout::Create(spec, &error);
+  ASSERT_NE(layout, nullptr) << error;
+  std::vector<uint32_t> tokens(4 * 16);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(1000 + i);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, 16, false);
+
+  Master master;
+  for (size_t page = 0; page < hashes.size(); ++page) {
+    for (const std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) master.StoreLost(key);
+  }
+  Index index;
+  auto subscriber = StartSubscriber(index, ResyncOptions(master));
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  master.Tick();
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }));
+  EXPECT_EQ(index.GetStats().snapshot_keys, 64u);
+
+  std::vector<uint8_t> hits(hashes.size());
+  PageQueryResult r = CheckPages(index, *layout, tokens, 16, hits);
+  EXPECT_EQ(r.total_hits, 4u);
+  EXPECT_EQ(r.fast_path, 0u);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().groups_adopted == 4; }));  // no message sent
+  r = CheckPages(index, *layout, tokens, 16, hits);
+  EXPECT_EQ(r.total_hits, 4u);
+  EXPECT_EQ(r.fast_path, 4u);
+
+  // A removal off the stream (no group, as Mooncake sends it) reaches the page.
+  master.Remove(layout->KeysFor(hashes[2], 2, hashes.size())[5]);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().keys == 63; }));
+  r = CheckPages(index, *layout, tokens, 16, hits);
+  EXPECT_EQ(std::vector<int>(hits.begin(), hits.end()), (std::vector<int>{1, 1, 0, 1}));
+  EXPECT_EQ(r.fast_path, 3u);
 }
 
 TEST(ResyncTest, RemovalArrivingWhileTheSnapshotDownloadsWins) {

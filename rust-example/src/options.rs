@@ -171,6 +171,10 @@ pub struct Stats {
     /// Key tails numbered for the page summary, of 64; at 64, pages whose
     /// keys have other tails are checked key by key (gauge).
     pub tail_numbers: u64,
+    /// Pages proven key by key while their group was unknown (keys loaded
+    /// from a snapshot carry none), given their group back by the writer:
+    /// they take the fast path again.
+    pub groups_adopted: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -208,6 +212,7 @@ impl From<&sys::sci_stats> for Stats {
             stores_withheld: s.stores_withheld,
             summarised_pages: s.summarised_pages,
             tail_numbers: s.tail_numbers,
+            groups_adopted: s.groups_adopted,
         }
     }
 }

@@ -1133,12 +1133,13 @@ pub struct sci_stats {
     pub stores_withheld: u64,
     pub summarised_pages: u64,
     pub tail_numbers: u64,
+    pub groups_adopted: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        232usize,
+        240usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1656,6 +1657,23 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_tail_numbers();
+    fn test_field_groups_adopted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).groups_adopted) as usize - ptr as usize
+            },
+            232usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(groups_adopted)
+            )
+        );
+    }
+    test_field_groups_adopted();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

@@ -205,6 +205,9 @@ class Subscriber::Loop {
   // error, after clearing the index it can no longer keep current).
   void Run() noexcept {
     try {
+      // A query asking for a page's adoption (index.h) wakes the thread,
+      // which adopts it at once, however quiet the stream.
+      index_.SetAdoptionListener([this] { wake_.Notify(); });
       Serve();
     } catch (const zmq::error_t& e) {
       if (e.num() != ETERM) Abandon(e.what());
@@ -214,6 +217,7 @@ class Subscriber::Loop {
       Abandon("unknown exception");
     }
     try {
+      index_.SetAdoptionListener(nullptr);  // the wake-up goes with the thread
       resync_.SetUrl({});  // stops a download; a stopped subscriber resyncs nothing
     } catch (...) {
     }
@@ -268,6 +272,7 @@ class Subscriber::Loop {
       }
       CheckStale(Clock::now());
       ResyncIfCleared(Clock::now());
+      index_.AdoptRequestedGroups();  // what queries asked since the last message (index.h, "Adoption")
     }
   }
 
@@ -369,7 +374,7 @@ class Subscriber::Loop {
 
   // Until the doubt deadline while the stream is untrusted, else forever:
   // the thread sleeps in zmq_poll and only wakes for a message, a connection
-  // change, the deadline or Stop().
+  // change, the deadline, Stop() or a page to adopt.
   long PollTimeoutMs() const {
     if (trusted_ || stale_handled_ || resync_.active()) return -1;
     const auto left = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms) - Clock::now();

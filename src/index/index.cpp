@@ -13,6 +13,9 @@ Index::Index(IndexOptions options)
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules) {
   WriterLock apply(apply_mu_);
+  // What queries asked for since the last batch, in stream order: before
+  // this batch, whatever it brings (a duplicate or a gap included).
+  AdoptRequestedGroupsLocked();
   if (has_sequence_ && sequence == last_sequence_) {
     counters_.duplicate_batches.Add();
     Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
@@ -189,6 +192,65 @@ void Index::MakeRoom(const KeyName& key, const Fingerprint* group) {
 bool Index::HasRoom() const {
   return key_count_.load(std::memory_order_relaxed) + group_count_.load(std::memory_order_relaxed) <
          max_entries_;
+}
+
+void Index::AdoptRequestedGroups() {
+  if (!adoption_queue_.maybe_waiting()) return;  // the subscriber asks after every wake-up: no lock for nothing
+  WriterLock apply(apply_mu_);
+  AdoptRequestedGroupsLocked();
+}
+
+void Index::AdoptRequestedGroupsLocked() {
+  if (!adoption_queue_.maybe_waiting()) return;
+  try {
+    adoption_queue_.TakeAll(adopting_);
+    for (const AdoptionQueue::Request& request : adopting_->Requests()) Adopt(request, adopting_->KeysOf(request));
+  } catch (const std::bad_alloc&) {
+    // Growing the group table failed before it changed anything: an
+    // adoption only saves lookups, so the pages stay on the exact path and
+    // the batch that follows is applied as ever.
+    Logf(LogLevel::kWarn, "out of memory adopting snapshot pages; they stay on the exact path");
+  }
+}
+
+bool Index::ReadyToAdopt(const Fingerprint& group, std::span<const Fingerprint> keys) {
+  // The query's proof is old news by now: what counts is the tables as they
+  // are, between two batches. Only this thread changes them, so reading them
+  // unlocked here is reading what the locked update will see (as WarmUp).
+  // An adoption saves lookups; it is never worth refusing a key for: at the
+  // bound it is skipped, uncounted (capacity_refusals counts lost entries).
+  if (!HasRoom() || held_.load(std::memory_order_relaxed) || groups_.contains(PackedKey(group))) return false;
+  for (const Fingerprint& key : keys) {
+    const PackedKey packed(key);
+    const GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
+    if (ref == nullptr || *ref != kNoGroup) return false;
+  }
+  if (groups_.full()) SwapIn(tables_lock_, groups_, groups_.Grown());
+  return true;
+}
+
+void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerprint> keys) {
+  if (request.layout == 0 || !ReadyToAdopt(request.group, keys)) return;
+  WriterLock lock(tables_lock_);
+  GroupState* state = AcquireGroup(request.group);
+  if (state == nullptr) return;  // no ref left
+  for (const Fingerprint& key : keys) {
+    const PackedKey packed(key);
+    GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
+    if (*ref == state->ref) continue;  // a key the request named twice
+    *ref = state->ref;
+    ++state->keys;
+  }
+  // The summary entry of the keys' head, if any, no longer holds keys of
+  // one group only (it held keys of none).
+  if (request.has_head) {
+    if (PageTails* tails = page_tails_.find(PackedKey(request.head))) tails->group = PageTails::kMixedGroups;
+  }
+  // Verified as a key check would verify it: every key the layout needs is
+  // present and stored under the group, and nothing changed since.
+  state->verification.word.store(PackVerification(CurrentVerifyEpoch(), request.layout), std::memory_order_release);
+  verify_state_.fetch_add(1, std::memory_order_acq_rel);
+  counters_.groups_adopted.Add();
 }
 
 void Index::StoreKey(const KeyName& key, const Fingerprint* group) {

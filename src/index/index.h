@@ -37,6 +37,14 @@
 // key's. It holds nothing the key table does not; pages without an entry,
 // and tails without a number (tail_interner.h), are checked key by key.
 //
+// Adoption (adoption_queue.h). A page proven present key by key whose group
+// is unknown -- nearly always a page loaded from a snapshot, whose keys
+// carry no group -- is asked to be adopted; the writer, before its next
+// batch, checks that every key is still present and stored under no group,
+// and that the group is still unknown, then stores the keys under the group
+// and marks it verified for the asking layout: the state a query's key
+// check would leave had the keys come from the stream with their group.
+//
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so a clear
 // drops every verification with one epoch bump instead of a walk.
@@ -46,11 +54,14 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "index/adoption_queue.h"
 #include "index/annotated_mutex.h"
 #include "index/event.h"
 #include "index/fingerprint.h"
@@ -156,6 +167,26 @@ class Index {
   // Keys must be non-empty and at most kMaxObjectKeyBytes long. The
   // capacity bound applies as for stored events.
   void LoadKeys(std::span<const std::string_view> keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+
+  // ---- adoption (see "Adoption" above) ----
+
+  // A query proved every key of a page present (`keys`: the whole key set of
+  // `layout`'s page; `head`: their common head, for split keys) while its
+  // group was unknown: asks the writer to adopt the page into `group`. It
+  // happens with the next batch applied, or AdoptRequestedGroups. Never
+  // waits for the writer; a request the bounded queue cannot take is dropped.
+  void RequestAdoption(const Fingerprint& group, LayoutId layout, std::span<const Fingerprint> keys,
+                       const Fingerprint* head) {
+    adoption_queue_.Push(group, layout, keys, head);
+  }
+  // Adopts what was requested (ApplyBatch does this first, every batch; a
+  // subscriber's thread also does on the listener's wake-up, below).
+  void AdoptRequestedGroups() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Called by the first request into an empty queue (from the querying
+  // thread, with no lock of the index held): a subscriber wakes its thread
+  // to adopt. One at a time; nullptr removes it, and once that returns it
+  // is never called again.
+  void SetAdoptionListener(std::function<void()> listener) { adoption_queue_.SetListener(std::move(listener)); }
 
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
@@ -318,6 +349,15 @@ class Index {
   // held exclusively.
   void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // AdoptRequestedGroups' work, with apply_mu_ held.
+  void AdoptRequestedGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // Whether `keys` may be adopted into `group` now: room for a group, the
+  // group unknown, every key present and stored under no group; if so,
+  // grows the group table ahead of the adoption. Unlocked reads, as MakeRoom's.
+  bool ReadyToAdopt(const Fingerprint& group, std::span<const Fingerprint> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void Adopt(const AdoptionQueue::Request& request, std::span<const Fingerprint> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   // An object key's fingerprint, and what the page summary needs of it.
   struct KeyName {
     Fingerprint key;
@@ -419,6 +459,10 @@ class Index {
   // Mirrors of the cursor for lock-free stats.
   std::atomic<bool> has_sequence_mirror_{false};
   std::atomic<uint64_t> last_sequence_mirror_{0};
+
+  // Adoption requests from queries, and the writer's batch of them.
+  AdoptionQueue adoption_queue_;
+  std::unique_ptr<AdoptionQueue::Batch> adopting_ ABSL_GUARDED_BY(apply_mu_);
 
   Counters counters_;
 };

@@ -56,7 +56,9 @@
   X(summarised_pages, uint64_t, GAUGE, TABLES,                                                                   \
     "Pages in the page summary: checked by one line when their group is not verified.")                         \
   X(tail_numbers, uint64_t, GAUGE, TABLES,                                                                       \
-    "Key tails numbered for the page summary, of 64; at 64, pages with new tails are checked key by key.")
+    "Key tails numbered for the page summary, of 64; at 64, pages with new tails are checked key by key.")       \
+  X(groups_adopted, uint64_t, COUNTER, WRITER,                                                                   \
+    "Pages proven key by key with an unknown group (snapshot keys) given their group back: fast path again.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

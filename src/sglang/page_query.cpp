@@ -397,6 +397,7 @@ class Query {
     if (first == end) {
       // Nothing left to look up (a one-key page): mark under its own hold.
       if (under_group) Index::Reader(index_).MarkVerified(pending.group, pending.probe, level.id);
+      if (!pending.probe.exists) AskAdoption(pending);
       return true;
     }
     for (; first < end; first += kKeysPerRound) {
@@ -410,7 +411,20 @@ class Query {
       under_group = under_group && round.all_under_group;
       if (first + n == end && under_group) reader.MarkVerified(pending.group, pending.probe, level.id);
     }
+    if (!pending.probe.exists) AskAdoption(pending);
     return true;
+  }
+
+  // A page just proven present key by key whose group is unknown (nearly
+  // always a page loaded from a snapshot: its keys carry no group) is asked
+  // to be adopted into its group, so that its next queries take the fast
+  // path (index.h, "Adoption"). After ProveByKeys' SetKeyHash of the page.
+  void AskAdoption(const PendingPage& pending) {
+    const Layout::Level& level = *pending.level;
+    if (level.n_suffixes > AdoptionQueue::kMaxKeysPerPage) return;
+    for (uint32_t k = 0; k < level.n_suffixes; ++k) adoption_keys_.at[k] = KeyFingerprint(level.first_suffix + k);
+    index_.RequestAdoption(pending.group, level.id, std::span<const Fingerprint>(adoption_keys_.at, level.n_suffixes),
+                           layout_.split_keys() ? &key_head_ : nullptr);
   }
 
   // Sets the page whose keys KeyFingerprint derives. With split keys its
@@ -447,6 +461,11 @@ class Query {
     Fingerprints() {}
     Fingerprint at[kKeysPerRound];
   } fingerprints_;
+  // AskAdoption's keys (likewise uninitialized).
+  union AdoptionKeys {
+    AdoptionKeys() {}
+    Fingerprint at[AdoptionQueue::kMaxKeysPerPage];
+  } adoption_keys_;
 };
 
 void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {
