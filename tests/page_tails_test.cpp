@@ -265,5 +265,32 @@ TEST_F(PageTailsQuery, SnapshotKeysAreCheckedKeyByKey) {
   EXPECT_EQ(CheckPrefix(index_, *layout, tokens, kPageSize).prefix_hits, 2u);
 }
 
+// A resync loads a page's keys under no group while the buffered stream
+// stores them again under their group: the entry made on the third store
+// is mixed then, and a mixed entry never verifies its page. Once the group
+// holds all the head's keys, the entry is worked out again: the page is
+// verified by its summary line, then takes the fast path.
+TEST_F(PageTailsQuery, SnapshotKeysStoredAgainUnderTheirGroupAreVerifiedAgain) {
+  const auto layout = PoolsLayout({"__a", "__b", "__c", "__d"});
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  std::vector<std::string> keys;
+  for (size_t page = 0; page < hashes.size(); ++page) {
+    for (const std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) keys.push_back(key);
+  }
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  index_.LoadKeys(views);
+  StorePages(*layout, hashes);
+  EXPECT_EQ(index_.GetStats().summarised_pages, 2u);
+  PageQueryResult r;
+  EXPECT_EQ(Hits(*layout, tokens, nullptr, &r), (std::vector<int>{1, 1}));
+  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(Hits(*layout, tokens, nullptr, &r), (std::vector<int>{1, 1}));
+  EXPECT_EQ(r.fast_path, 2u);
+  // Still exact: a key gone is a miss, by the summary as by the fast path.
+  Apply({Event{EventKind::kRemoved, keys[5], {}, {}, "cpu"}});
+  EXPECT_EQ(Hits(*layout, tokens, nullptr, &r), (std::vector<int>{1, 0}));
+}
+
 }  // namespace
 }  // namespace sci

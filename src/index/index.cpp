@@ -1,5 +1,6 @@
 #include "index/index.h"
 
+#include <bit>
 #include <limits>
 #include <new>
 
@@ -241,10 +242,13 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
     *ref = state->ref;
     ++state->keys;
   }
-  // The summary entry of the keys' head, if any, no longer holds keys of
-  // one group only (it held keys of none).
+  // The summary entry of the keys' head, if any, said they were under no
+  // group: it is worked out again.
   if (request.has_head) {
-    if (PageTails* tails = page_tails_.find(PackedKey(request.head))) tails->group = PageTails::kMixedGroups;
+    if (PageTails* tails = page_tails_.find(PackedKey(request.head))) {
+      tails->group = PageTails::kMixedGroups;
+      SummariseAgainIfWhole(*tails, request.tenant_seed, request.head, *state);
+    }
   }
   // Verified as a key check would verify it: every key the layout needs is
   // present and stored under the group, and nothing changed since.
@@ -314,12 +318,13 @@ void Index::AddTail(const KeyName& key, const GroupState* group) {
   const PackedKey head(key.head);
   if (PageTails* tails = page_tails_.find(head)) {
     tails->Add(number, group != nullptr ? group->ref : kNoGroup);
+    if (group != nullptr) SummariseAgainIfWhole(*tails, key.tenant_seed, key.head, *group);
     return;
   }
   // Keys stored under no group (snapshot keys) make no entry.
   if (group == nullptr || group->keys < kPageTailsMinKeys) return;
   // MakeRoom grew the table ahead of this store (or it throws, unchanged).
-  page_tails_.insert_absent(head, SummarisePage(key));
+  page_tails_.insert_absent(head, SummarisePage(key.tenant_seed, key.head));
   summarised_count_.store(page_tails_.size(), std::memory_order_relaxed);
 }
 
@@ -341,23 +346,23 @@ void Index::WarnIfTailNumbersRanOut() {
        TailInterner::kCapacity);
 }
 
-PageTails Index::SummarisePage(const KeyName& key) {
+PageTails Index::SummarisePage(uint64_t tenant_seed, const Fingerprint& head) {
   // Every key of the page that is present has a numbered tail or is left
   // out of the summary for good (tail_interner.h): looking up the head with
   // each numbered tail finds them all, this key included. Most of those
   // keys are absent, each a cold line: all are prefetched first, so the
   // misses overlap (this runs with readers held out).
-  if (tail_parts_seed_ != key.tenant_seed) {
-    tail_parts_seed_ = key.tenant_seed;
+  if (tail_parts_seed_ != tenant_seed) {
+    tail_parts_seed_ = tenant_seed;
     tail_parts_known_ = 0;
   }
   for (; tail_parts_known_ < tails_.size(); ++tail_parts_known_) {
-    tail_parts_[tail_parts_known_] = FingerprintPart(key.tenant_seed, tails_.Tail(tail_parts_known_));
+    tail_parts_[tail_parts_known_] = FingerprintPart(tenant_seed, tails_.Tail(tail_parts_known_));
   }
   std::array<PackedKey, TailInterner::kCapacity> siblings;
   const uint32_t n_tails = tails_.size();
   for (uint32_t n = 0; n < n_tails; ++n) {
-    siblings[n] = PackedKey(CombineFingerprintParts(key.tenant_seed, key.head, tail_parts_[n]));
+    siblings[n] = PackedKey(CombineFingerprintParts(tenant_seed, head, tail_parts_[n]));
     key_shards_[ShardOf(siblings[n])].prefetch(siblings[n]);
   }
   PageTails page;
@@ -365,6 +370,20 @@ PageTails Index::SummarisePage(const KeyName& key) {
     if (const GroupRef* ref = key_shards_[ShardOf(siblings[n])].find(siblings[n])) page.Add(static_cast<int>(n), *ref);
   }
   return page;
+}
+
+void Index::SummariseAgainIfWhole(PageTails& tails, uint64_t tenant_seed, const Fingerprint& head,
+                                  const GroupState& group) {
+  // A mixed entry never verifies its page, and stays mixed until its head's
+  // last key goes. It is nearly always passing: a resync loads a page's keys
+  // under no group while the buffered stream stores them again under their
+  // group (or the page is adopted). Once the group holds as many keys as the
+  // head has present tails, they may all be its: the key table says
+  // exactly (one look-up per numbered tail, once per such page).
+  if (tails.group != PageTails::kMixedGroups || group.keys != static_cast<uint32_t>(std::popcount(tails.tails()))) {
+    return;
+  }
+  tails = SummarisePage(tenant_seed, head);
 }
 
 void Index::RemoveTail(const KeyName& key) {

@@ -172,12 +172,13 @@ class Index {
 
   // A query proved every key of a page present (`keys`: the whole key set of
   // `layout`'s page; `head`: their common head, for split keys) while its
-  // group was unknown: asks the writer to adopt the page into `group`. It
+  // group was unknown: asks the writer to adopt the page into `group`
+  // (`tenant_seed`: the keys' tenant's, for the head's summary entry). It
   // happens with the next batch applied, or AdoptRequestedGroups. Never
   // waits for the writer; a request the bounded queue cannot take is dropped.
   void RequestAdoption(const Fingerprint& group, LayoutId layout, std::span<const Fingerprint> keys,
-                       const Fingerprint* head) {
-    adoption_queue_.Push(group, layout, keys, head);
+                       const Fingerprint* head, uint64_t tenant_seed) {
+    adoption_queue_.Push(group, layout, keys, head, tenant_seed);
   }
   // Adopts what was requested (ApplyBatch does this first, every batch; a
   // subscriber's thread also does on the listener's wake-up, below).
@@ -375,7 +376,12 @@ class Index {
   void AddTail(const KeyName& key, const GroupState* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // A new summary entry for `key`'s page: its tails present, found by
   // looking up the head with every numbered tail.
-  PageTails SummarisePage(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  PageTails SummarisePage(uint64_t tenant_seed, const Fingerprint& head)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // A mixed entry (page_tails.h) summarised again once `group`, a group its
+  // head's keys are stored under, holds as many keys as the entry has tails.
+  void SummariseAgainIfWhole(PageTails& tails, uint64_t tenant_seed, const Fingerprint& head, const GroupState& group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The tail number of `key` (TailInterner::Intern), keeping tail_numbers.
   int NumberTail(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // Logs, once, that the last tail number was taken; with tables_lock_

@@ -41,8 +41,10 @@ struct PageTails {
   uint32_t high = 0;
   // The group (a GroupRef) every present key of the head was stored under;
   // 0 if one was stored under none; kMixedGroups if they differ (then it
-  // stays so until the head's last key goes: it only costs the page its
-  // verification by this path, never an answer).
+  // stays so until the head's last key goes, or until a group its keys are
+  // stored under holds as many keys as the head has tails, when the writer
+  // works the entry out again from the key table: Index::AddTail. Mixed only
+  // costs the page its verification by this path, never an answer).
   uint32_t group = 0;
 
   static constexpr uint32_t kMixedGroups = UINT32_MAX;

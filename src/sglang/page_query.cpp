@@ -424,7 +424,7 @@ class Query {
     if (level.n_suffixes > AdoptionQueue::kMaxKeysPerPage) return;
     for (uint32_t k = 0; k < level.n_suffixes; ++k) adoption_keys_.at[k] = KeyFingerprint(level.first_suffix + k);
     index_.RequestAdoption(pending.group, level.id, std::span<const Fingerprint>(adoption_keys_.at, level.n_suffixes),
-                           layout_.split_keys() ? &key_head_ : nullptr);
+                           layout_.split_keys() ? &key_head_ : nullptr, layout_.tenant_seed());
   }
 
   // Sets the page whose keys KeyFingerprint derives. With split keys its
