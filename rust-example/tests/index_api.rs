@@ -283,6 +283,36 @@ fn check_pages_reports_every_hit_page_as_ranges() {
 }
 
 #[test]
+fn pages_stored_without_their_groups_are_adopted_after_their_first_query() {
+    let (layout, spec_layout) = tp2_layout();
+    let tokens = prompt(3, 4 * 3);
+    let objects = stored_objects(&spec_layout, &tokens);
+    let index = Index::new().unwrap();
+    // Announced without group ids, as a snapshot loads keys.
+    let events: Vec<Event> = objects.iter().map(|(key, _)| Event::stored(key)).collect();
+    index.apply_events(1, &events).unwrap();
+    let mut scratch = PageScratch::new();
+    let hits = index
+        .check_pages(&layout, &tokens, 4, &mut scratch)
+        .unwrap();
+    assert_eq!((hits.total_hits(), hits.fast_path()), (3, 0));
+    assert_eq!(index.stats().unwrap().groups_adopted, 0);
+
+    // The query asked for the pages' groups; the writer's next batch (an
+    // empty one here) adopts them before anything else.
+    index.apply_events(2, &[]).unwrap();
+    let stats = index.stats().unwrap();
+    assert_eq!(
+        (stats.groups_adopted, stats.groups, stats.verified_groups),
+        (3, 3, 3)
+    );
+    let hits = index
+        .check_pages(&layout, &tokens, 4, &mut scratch)
+        .unwrap();
+    assert_eq!((hits.total_hits(), hits.fast_path()), (3, 3));
+}
+
+#[test]
 fn removal_and_new_objects_turn_verified_hits_into_misses() {
     let (layout, spec_layout) = tp2_layout();
     let tokens = prompt(2, 4 * 3);

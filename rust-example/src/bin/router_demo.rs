@@ -423,7 +423,7 @@ fn common_prefix_pages(prompts: &[Vec<u32>], page: usize) -> usize {
 
 fn print_counters(s: &Stats) {
     println!("\nindex counters:");
-    let rows: [(&str, String); 18] = [
+    let rows: [(&str, String); 19] = [
         ("keys", s.keys.to_string()),
         (
             "groups (verified)",
@@ -449,6 +449,7 @@ fn print_counters(s: &Stats) {
         ("fast-path hits", s.fast_path_hits.to_string()),
         ("resyncs (failures)", format!("{} ({})", s.resyncs, s.resync_failures)),
         ("snapshot keys (last resync)", s.snapshot_keys.to_string()),
+        ("groups adopted (snapshot pages)", s.groups_adopted.to_string()),
         ("resyncing", s.resyncing.to_string()),
         ("leader changes", s.leader_changes.to_string()),
     ];
