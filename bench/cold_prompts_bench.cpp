@@ -4,6 +4,7 @@
 //
 //   cold/tp8/p169/keys:1m/hits:all/<fastpath|exact>/<rotation|evict8m|dram512m>/paired_with_hashing
 //   cold/tp8/p169/keys:1m/hits:none/<rotation|evict8m|dram512m>/paired_with_hashing
+//   cold/tp8/p169/keys:1m/hits:all/snapshot/<rotation|evict8m|dram512m>/paired_with_hashing
 //   cold/prefix/tp8/p169/keys:1m/first_page_absent/<rotation|evict8m|dram512m>/paired_with_one_page_hash
 //   cold/prefix/tp8/p169/keys:1m/ends_at_page:84/<fastpath|exact>/<rotation|evict8m|dram512m>/paired_with_hashing
 //   concurrent/tp8/p169/keys:1m/hits:all/fastpath/writer:<0|1>
@@ -41,6 +42,14 @@
 //
 // hits:none asks check_pages about prompts nobody stored (most of what a
 // router is asked), paired the same way.
+//
+// hits:all/snapshot asks about prompts whose keys were loaded from a
+// snapshot (a resync: no group): the first query of each page after a
+// restart or a failover. It proves every page key by key and asks for its
+// adoption; the writer applies no batch during the loop, so none is
+// adopted and every prompt is asked about in that state (after its
+// adoption a page is on the fast path: the fastpath rows). The groups are
+// stored again after the benchmark.
 //
 // The prefix case queries unrelated prompts (never stored) with
 // CheckPrefix, paired with SHA-256 of their first page alone (target
@@ -173,6 +182,24 @@ class ColdFixture {
     for (size_t i = 0; i < kPrompts; ++i) DropVerification(i);
   }
 
+  // Every prompt's keys as a resync leaves them: removed (their groups and
+  // summary entries go with them), then loaded as a snapshot loads keys, with
+  // no group. StoreGroupsAgain undoes it.
+  void LoadAsSnapshot() {
+    for (size_t i = 0; i < kPrompts; ++i) {
+      RemovePromptKeys(i);
+      const std::vector<std::string> keys = PromptKeys(i);
+      const std::vector<std::string_view> views(keys.begin(), keys.end());
+      index_->LoadKeys(views);
+    }
+  }
+  void StoreGroupsAgain() {
+    for (size_t i = 0; i < kPrompts; ++i) {
+      RemovePromptKeys(i);  // else the summary entries made now would see keys of no group
+      StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_);
+    }
+  }
+
   // evict8m, dram512m: reads through a buffer larger than the caches to
   // empty (allocated on first use: 512 MiB is not for every run).
   void Evict(Eviction eviction) {
@@ -191,7 +218,8 @@ class ColdFixture {
     index_ = std::make_unique<Index>(IndexOptions{.max_entries = uint64_t{4} << 20});
     for (size_t i = 0; i < kPrompts; ++i) {
       prompts_.push_back(PromptTokens(7'000'000 + i, kPages));
-      const std::vector<std::string> hashes = PageHashesHex(prompts_.back(), kPageSize, false);
+      prompt_hashes_.push_back(PageHashesHex(prompts_.back(), kPageSize, false));
+      const std::vector<std::string>& hashes = prompt_hashes_.back();
       required_keys_ = StoreRequestObjects(*index_, *layout_, hashes, kPages, &sequence_);
       std::vector<std::string> keys, groups;
       for (size_t page = 0; page < kPages; ++page) {
@@ -210,9 +238,29 @@ class ColdFixture {
     ApplyForeignPages(*index_, 0, kForeignKeys, /*stored=*/true, /*salt=*/77, &sequence_);
   }
 
+  std::vector<std::string> PromptKeys(size_t i) const {
+    std::vector<std::string> keys;
+    for (size_t page = 0; page < kPages; ++page) {
+      for (std::string& key : layout_->KeysFor(prompt_hashes_[i][page], page, kPages)) keys.push_back(std::move(key));
+    }
+    return keys;
+  }
+  void RemovePromptKeys(size_t i) {
+    const std::vector<std::string> keys = PromptKeys(i);
+    std::vector<Event> batch;
+    for (size_t first = 0; first < keys.size(); first += 64) {
+      batch.clear();
+      for (size_t k = first; k < std::min(keys.size(), first + 64); ++k) {
+        batch.push_back(Event{EventKind::kRemoved, keys[k], {}, {}, "cpu"});
+      }
+      index_->ApplyBatch(sequence_++, batch);
+    }
+  }
+
   std::unique_ptr<const Layout> layout_;
   std::unique_ptr<Index> index_;
   std::vector<std::vector<uint32_t>> prompts_;
+  std::vector<std::vector<std::string>> prompt_hashes_;
   std::vector<std::vector<uint32_t>> unrelated_;
   std::vector<std::vector<uint32_t>> half_stored_;
   // Per prompt: each page's first key and its group (DropVerification).
@@ -277,10 +325,11 @@ std::function<void(size_t)> PrepareVerification(bool fast_path) {
 }
 
 // What a check_pages benchmark asks about: stored prompts, all verified
-// (fastpath) or none (exact), or prompts nobody stored (every page misses,
+// (fastpath) or none (exact), or loaded from a snapshot (no group: the
+// first query after a resync), or prompts nobody stored (every page misses,
 // each answered by its unknown group and its absent first key: most of a
 // router's requests).
-enum class Asked { kVerified, kUnverified, kNeverStored };
+enum class Asked { kVerified, kUnverified, kSnapshot, kNeverStored };
 
 void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
   ColdFixture& fixture = ColdFixture::Get();
@@ -288,7 +337,13 @@ void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
   const bool fast_path = asked == Asked::kVerified;
   std::vector<uint8_t> hits(kPages);
   PairedTimes times;
-  if (!RunPaired(
+  std::function<void(size_t)> after = [](size_t) {};
+  if (asked == Asked::kSnapshot) {
+    fixture.LoadAsSnapshot();
+  } else if (stored) {
+    after = PrepareVerification(fast_path);
+  }
+  const bool ran = RunPaired(
           state, evict, kPages,
           [&fixture, stored](size_t i) -> const std::vector<uint32_t>& {
             return stored ? fixture.prompt(i) : fixture.unrelated(i);
@@ -299,9 +354,9 @@ void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
           [stored, fast_path](const PageQueryResult& r) {
             return r.total_hits == (stored ? kPages : 0) && r.fast_path == (fast_path ? kPages : 0);
           },
-          stored ? PrepareVerification(fast_path) : [](size_t) {}, &times)) {
-    return;
-  }
+          after, &times);
+  if (asked == Asked::kSnapshot) fixture.StoreGroupsAgain();
+  if (!ran) return;
   const double hashing_us = Median(times.hashing), query_us = Median(times.query);
   state.counters["hashing_us"] = hashing_us;
   state.counters["check_pages_us"] = query_us;
@@ -480,9 +535,10 @@ void BM_ConcurrentReaders(benchmark::State& state, ReaderQuery kind, bool writer
 const bool kRegistered = [] {
   for (Eviction evict : {Eviction::kNone, Eviction::kPrivateCaches, Eviction::kDram}) {
     const std::string cold = std::string("/") + EvictionName(evict);
-    for (Asked asked : {Asked::kVerified, Asked::kUnverified, Asked::kNeverStored}) {
+    for (Asked asked : {Asked::kVerified, Asked::kUnverified, Asked::kSnapshot, Asked::kNeverStored}) {
       const char* what = asked == Asked::kVerified     ? "hits:all/fastpath"
                          : asked == Asked::kUnverified ? "hits:all/exact"
+                         : asked == Asked::kSnapshot   ? "hits:all/snapshot"
                                                        : "hits:none";
       benchmark::RegisterBenchmark(
           (std::string("cold/tp8/p169/keys:1m/") + what + cold + "/paired_with_hashing").c_str(), BM_ColdPrompts,

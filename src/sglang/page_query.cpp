@@ -46,7 +46,8 @@ struct PendingPage {
 enum class ExactCheck : uint8_t {
   kOneByOne,   // Answer, after the round's batched checks
   kSummary,    // its head's present tails, one line (prefetched a step ahead)
-  kKeys,       // its keys, prefetched a step ahead
+  kKeys,       // its keys, prefetched a step ahead (an unknown group's too,
+               // after a hit of one: see last_unknown_group_hit_)
   kFirstKey,   // an unknown group: its first key (prefetched a step ahead),
                // then, if present, Answer for the rest
   kAbsent,     // a tail it needs was never stored: a miss, nothing to read
@@ -133,6 +134,16 @@ class Query {
           hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
         } else if (fetched->check[i] == ExactCheck::kFirstKey && hit[i]) {
           hit[i] = Answer(page, &result, &fetched->first_key_check[i], /*hooked=*/true);
+        }
+        if (page.checkable && !page.probe.exists) {
+          last_unknown_group_hit_ = hit[i];
+          // Proven by its keys, prefetched a round ahead: its adoption is
+          // asked for here, with no lock held (ProveByKeys asks for its own).
+          if (hit[i] && fetched->check[i] == ExactCheck::kKeys) {
+            AskAdoption(page,
+                        std::span<const Fingerprint>(fetched->keys.at + fetched->first_key[i], page.level->n_suffixes),
+                        page.head);
+          }
         }
         hits[page.page] = hit[i] ? 1 : 0;
         result.total_hits += hit[i] ? 1 : 0;
@@ -253,7 +264,11 @@ class Query {
       // key's lookup alone answers it, so it reads no summary. That lookup
       // is prefetched with the round's: one after the other, a prompt
       // nobody stored paid a memory round trip per page on top of hashing.
+      // But after a hit of such a page (a prompt loaded from a snapshot,
+      // whose pages all are so), its keys are fetched a round ahead, as a
+      // known group's: a present first key would cost a round trip more.
       if (!page.probe.exists) {
+        if (last_unknown_group_hit_ && TakeKeys(round, i, page)) continue;
         if (round.n_keys == kRoundKeys) continue;
         round.check[i] = ExactCheck::kFirstKey;
         round.first_key[i] = round.n_keys;
@@ -266,16 +281,25 @@ class Query {
         page.head = key_head_;
         continue;
       }
-      const uint32_t n_keys = page.level->n_suffixes;
-      if (round.n_keys + n_keys > kRoundKeys) continue;
-      round.check[i] = ExactCheck::kKeys;
-      SetKeyHash(page.hash);
-      round.first_key[i] = round.n_keys;
-      for (uint32_t k = 0; k < n_keys; ++k) {
-        round.keys.at[round.n_keys + k] = KeyFingerprint(page.level->first_suffix + k);
-      }
-      round.n_keys += n_keys;
+      TakeKeys(round, i, page);
     }
+  }
+
+  // Makes page i of `round` a kKeys page: its keys fingerprinted into the
+  // round's, to be prefetched with them (and its head kept, for its
+  // adoption). False, and nothing changed, if the round has no room left.
+  bool TakeKeys(Round& round, size_t i, PendingPage& page) {
+    const uint32_t n_keys = page.level->n_suffixes;
+    if (round.n_keys + n_keys > kRoundKeys) return false;
+    round.check[i] = ExactCheck::kKeys;
+    SetKeyHash(page.hash);
+    page.head = key_head_;
+    round.first_key[i] = round.n_keys;
+    for (uint32_t k = 0; k < n_keys; ++k) {
+      round.keys.at[round.n_keys + k] = KeyFingerprint(page.level->first_suffix + k);
+    }
+    round.n_keys += n_keys;
+    return true;
   }
 
   // Every hook of a round runs before any key of it is looked up.
@@ -397,7 +421,7 @@ class Query {
     if (first == end) {
       // Nothing left to look up (a one-key page): mark under its own hold.
       if (under_group) Index::Reader(index_).MarkVerified(pending.group, pending.probe, level.id);
-      if (!pending.probe.exists) AskAdoption(pending);
+      if (!pending.probe.exists) AskAdoptionOfProven(pending);
       return true;
     }
     for (; first < end; first += kKeysPerRound) {
@@ -411,20 +435,26 @@ class Query {
       under_group = under_group && round.all_under_group;
       if (first + n == end && under_group) reader.MarkVerified(pending.group, pending.probe, level.id);
     }
-    if (!pending.probe.exists) AskAdoption(pending);
+    if (!pending.probe.exists) AskAdoptionOfProven(pending);
     return true;
   }
 
   // A page just proven present key by key whose group is unknown (nearly
   // always a page loaded from a snapshot: its keys carry no group) is asked
   // to be adopted into its group, so that its next queries take the fast
-  // path (index.h, "Adoption"). After ProveByKeys' SetKeyHash of the page.
-  void AskAdoption(const PendingPage& pending) {
+  // path (index.h, "Adoption"). `keys`: all of its keys; `head` their
+  // head, with split keys.
+  void AskAdoption(const PendingPage& pending, std::span<const Fingerprint> keys, const Fingerprint& head) {
+    index_.RequestAdoption(pending.group, pending.level->id, keys, layout_.split_keys() ? &head : nullptr,
+                           layout_.tenant_seed());
+  }
+  // ... by ProveByKeys, right after its SetKeyHash of the page: its keys are
+  // fingerprinted again (ProveByKeys kept a round of them at a time).
+  void AskAdoptionOfProven(const PendingPage& pending) {
     const Layout::Level& level = *pending.level;
     if (level.n_suffixes > AdoptionQueue::kMaxKeysPerPage) return;
     for (uint32_t k = 0; k < level.n_suffixes; ++k) adoption_keys_.at[k] = KeyFingerprint(level.first_suffix + k);
-    index_.RequestAdoption(pending.group, level.id, std::span<const Fingerprint>(adoption_keys_.at, level.n_suffixes),
-                           layout_.split_keys() ? &key_head_ : nullptr, layout_.tenant_seed());
+    AskAdoption(pending, std::span<const Fingerprint>(adoption_keys_.at, level.n_suffixes), key_head_);
   }
 
   // Sets the page whose keys KeyFingerprint derives. With split keys its
@@ -449,6 +479,9 @@ class Query {
   const PageQueryHooks* hooks_;
   KeyBuffer key_;
   Fingerprint key_head_;  // with split keys: the part every key of the page shares
+  // The last page answered whose group was unknown was a hit: the prompt is
+  // most likely one loaded from a snapshot (ChooseExactChecks).
+  bool last_unknown_group_hit_ = false;
   // TailsFor's answers, by level (layouts have one level, or a few with
   // trailing pools; any beyond these are checked key by key).
   static constexpr size_t kCachedLevels = 8;
