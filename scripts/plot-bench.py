@@ -185,13 +185,22 @@ def targets_table(r):
         if ratio:
             row(f"fresh cold prompts ({cold}), tp8 p169 1M keys, all verified elsewhere", "≤ 1.2× hashing alone",
                 measured, f"{ratio / 1.2:.2f}", ratio <= 1.2, f"48 distinct prompts, memo cleared; {how}; medians per call")
+        def per_key_row(name, measure, note):
+            """A row of `name`'s cost per required key against the exact path's 40 ns."""
+            per_key = r.counter(name, "per_key_ns")
+            if per_key:
+                row(measure, "≤ 40 ns", fmt(per_key, " ns") + r.spread(name, "per_key_ns", unit=" ns"),
+                    f"{per_key / 40:.2f}", per_key <= 40, note)
+
         name = f"cold/tp8/p169/keys:1m/hits:all/exact/{cold}/paired_with_hashing"
-        per_key = r.counter(name, "per_key_ns")
-        if per_key:
-            row(f"fresh cold prompts ({cold}), exact path, per required key", "≤ 40 ns",
-                fmt(per_key, " ns") + r.spread(name, "per_key_ns", unit=" ns"), f"{per_key / 40:.2f}", per_key <= 40,
-                f"{fmt(r.counter(name, 'check_pages_us'), ' µs')} per call, hashing alone "
-                f"{fmt(r.counter(name, 'hashing_us'), ' µs')}")
+        per_key_row(name, f"fresh cold prompts ({cold}), exact path, per required key",
+                    f"{fmt(r.counter(name, 'check_pages_us'), ' µs')} per call, hashing alone "
+                    f"{fmt(r.counter(name, 'hashing_us'), ' µs')}")
+        name = f"cold/tp8/p169/keys:1m/hits:all/snapshot/{cold}/paired_with_hashing"
+        per_key_row(name, f"first query of a resynced prompt ({cold}), per required key",
+                    f"{over_hashing(name, 'check_pages')[1]}; keys loaded from a snapshot (no group, no summary "
+                    "entry), before their adoption, after which the fast path answers; read against the exact "
+                    "path's bar, not a performance.md row")
         ratio, measured = over_hashing(f"cold/tp8/p169/keys:1m/hits:none/{cold}/paired_with_hashing", "check_pages")
         if ratio:
             row(f"check_pages of prompts nobody stored ({cold}), tp8 p169 1M keys", "≤ 1.2× hashing alone",

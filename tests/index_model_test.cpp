@@ -626,6 +626,27 @@ struct ActiveLayouts {
   std::array<std::unique_ptr<const Layout>, 2> layout;
 };
 
+// Loads, as a snapshot does (no group), the default-tenant keys of up to
+// four pages of a random request, into the index and the model;
+// `announce(id)` is called for each key before it is loaded.
+template <typename Announce>
+void LoadSnapshotPages(PageStream& stream, Index& index, Model& model, Announce announce) {
+  const PageUniverse& u = Universe();
+  const LayoutPages& pages = u.Pages(stream.PickIndex(u.specs().size()), stream.PickIndex(u.requests().size()));
+  const size_t first = stream.PickIndex(pages.key_ids.size());
+  std::vector<std::string_view> keys;
+  for (size_t page = first; page < std::min(first + 4, pages.key_ids.size()); ++page) {
+    for (size_t id : pages.key_ids[page]) {
+      const PageKey& k = u.keys()[id];
+      if (k.tenant != "default") continue;
+      announce(id);
+      keys.push_back(k.key);
+      model.keys[{k.tenant, k.key}] = "";
+    }
+  }
+  index.LoadKeys(keys);
+}
+
 void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats& run) {
   Index index(IndexOptions{.max_entries = max_entries});
   Model model;
@@ -647,21 +668,8 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
       active.layout[slot] = MakeLayout(u.specs()[active.spec[slot]]);
       ++run.layout_changes;
     } else if (what < 7) {
-      // Keys of a snapshot (default tenant, no group) for a few pages of a
-      // request: their hits ask for adoption.
-      const size_t spec = stream.PickIndex(u.specs().size());
-      const LayoutPages& pages = u.Pages(spec, stream.PickIndex(u.requests().size()));
-      const size_t first = stream.PickIndex(pages.key_ids.size());
-      std::vector<std::string_view> keys;
-      for (size_t page = first; page < std::min(first + 4, pages.key_ids.size()); ++page) {
-        for (size_t id : pages.key_ids[page]) {
-          const PageKey& k = u.keys()[id];
-          if (k.tenant != "default") continue;
-          keys.push_back(k.key);
-          model.keys[{k.tenant, k.key}] = "";
-        }
-      }
-      index.LoadKeys(keys);
+      // A snapshot's pages: their hits ask for adoption.
+      LoadSnapshotPages(stream, index, model, [](size_t) {});
       ++run.snapshot_loads;
     } else if (what < 12) {
       // A malformed message: counted, and nothing else changes.
@@ -865,21 +873,9 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
         index.Clear();
         model.Clear();
       } else if (stream.Chance(5)) {
-        // A snapshot's keys (no group) for a few pages: the readers proving
-        // them ask for adoption, which the writer's next batches make.
-        const LayoutPages& pages = u.Pages(stream.PickIndex(u.specs().size()), stream.PickIndex(u.requests().size()));
-        const size_t first = stream.PickIndex(pages.key_ids.size());
-        std::vector<std::string_view> keys;
-        for (size_t page = first; page < std::min(first + 4, pages.key_ids.size()); ++page) {
-          for (size_t id : pages.key_ids[page]) {
-            const PageKey& k = u.keys()[id];
-            if (k.tenant != "default") continue;
-            witness.AnnounceStore(id);
-            keys.push_back(k.key);
-            model.keys[{k.tenant, k.key}] = "";
-          }
-        }
-        index.LoadKeys(keys);
+        // A snapshot's pages: the readers proving them ask for adoption,
+        // which the writer's next batches make.
+        LoadSnapshotPages(stream, index, model, [&witness](size_t id) { witness.AnnounceStore(id); });
       } else {
         const PageBatch batch = stream.NextBatch(model);
         for (const Event& e : batch.events) {

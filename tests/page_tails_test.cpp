@@ -78,6 +78,16 @@ class PageTailsQuery : public ::testing::Test {
     }
     Apply(events);
   }
+  // Loads the keys of `hashes`' pages as a snapshot does (no group); returns them.
+  std::vector<std::string> LoadSnapshot(const Layout& layout, const std::vector<std::string>& hashes) {
+    std::vector<std::string> keys;
+    for (size_t page = 0; page < hashes.size(); ++page) {
+      for (std::string& key : layout.KeysFor(hashes[page], page, hashes.size())) keys.push_back(std::move(key));
+    }
+    const std::vector<std::string_view> views(keys.begin(), keys.end());
+    index_.LoadKeys(views);
+    return keys;
+  }
   std::vector<int> Hits(const Layout& layout, const std::vector<uint32_t>& tokens,
                         const PageQueryHooks* hooks = nullptr, PageQueryResult* result = nullptr) {
     std::vector<uint8_t> hits(tokens.size() / kPageSize, 0xEE);
@@ -252,12 +262,7 @@ TEST_F(PageTailsQuery, SnapshotKeysAreCheckedKeyByKey) {
   const auto layout = PoolsLayout({"__a", "__b", "__c"});
   const std::vector<uint32_t> tokens = Tokens(4);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
-  std::vector<std::string> keys;
-  for (size_t page = 0; page < hashes.size(); ++page) {
-    for (const std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) keys.push_back(key);
-  }
-  const std::vector<std::string_view> views(keys.begin(), keys.end());
-  index_.LoadKeys(views);
+  const std::vector<std::string> keys = LoadSnapshot(*layout, hashes);
   EXPECT_EQ(index_.GetStats().summarised_pages, 0u);
   EXPECT_EQ(Hits(*layout, tokens), (std::vector<int>{1, 1, 1, 1}));
   Apply({Event{EventKind::kRemoved, keys[7], {}, {}, "cpu"}});  // page 2's "__b"
@@ -274,12 +279,7 @@ TEST_F(PageTailsQuery, SnapshotKeysStoredAgainUnderTheirGroupAreVerifiedAgain) {
   const auto layout = PoolsLayout({"__a", "__b", "__c", "__d"});
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
-  std::vector<std::string> keys;
-  for (size_t page = 0; page < hashes.size(); ++page) {
-    for (const std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) keys.push_back(key);
-  }
-  const std::vector<std::string_view> views(keys.begin(), keys.end());
-  index_.LoadKeys(views);
+  const std::vector<std::string> keys = LoadSnapshot(*layout, hashes);
   StorePages(*layout, hashes);
   EXPECT_EQ(index_.GetStats().summarised_pages, 2u);
   PageQueryResult r;
