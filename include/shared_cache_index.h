@@ -356,7 +356,12 @@ typedef struct sci_subscriber_options {
  * longer than 65536 bytes, buffer overflow, a gap inside the buffer) is
  * counted in resync_failures and logged, leaves the index empty and
  * answering miss, and is retried no more often than resync_min_interval_ms,
- * doubling per consecutive failure up to 16 times that.
+ * doubling per consecutive failure up to 16 times that. Snapshot keys carry
+ * no group: the first query of a page after a resync proves it key by key
+ * and asks for its adoption, which the subscriber's thread makes at once
+ * (the page's group recorded on its keys, if they are still all present
+ * under none): from its next query the page takes the fast path
+ * (sci_stats.groups_adopted).
  *
  * HA following (1.1, with etcd_endpoints). The subscriber reads the
  * leader's RPC address "ip:port" from etcd (v3 JSON gateway, polled every
