@@ -454,6 +454,9 @@ typedef struct sci_stats {
     uint64_t groups_adopted;     /* pages a query proved key by key while their group was unknown
                                     (keys from a snapshot carry none), given their group back by
                                     the writer: they take the fast path again */
+    uint64_t stray_keys;         /* gauge: page keys present outside their page's group (from a
+                                    snapshot and not yet adopted, or mislabelled): while a page
+                                    may have one, its absence costs a key lookup more */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

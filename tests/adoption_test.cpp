@@ -125,7 +125,7 @@ TEST_F(Adoption, TheWriterAdoptsOnlyAnUnknownGroupWhoseKeysArePresentUnderNone) 
     std::vector<Fingerprint> keys;
     for (const std::string& key : keys_[page]) keys.push_back(FingerprintOf(seed, key));
     const Layout::Level& level = layout_->LevelFor(page, 4);
-    index_.RequestAdoption(FingerprintOf(seed, layout_->GroupId(hashes_[page])), level.id, keys, nullptr, seed);
+    index_.RequestAdoption(FingerprintOf(seed, layout_->GroupId(hashes_[page])), level.id, keys, nullptr, seed, false);
   }
   index_.AdoptRequestedGroups();
   const Stats s = index_.GetStats();

@@ -51,9 +51,11 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("# TYPE sci_tail_numbers gauge\nsci_tail_numbers 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE sci_summarised_pages gauge\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE sci_groups_adopted_total counter\nsci_groups_adopted_total 0\n"), std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 30 metrics (the 21 of
-  // 1.0 and the 9 of 1.1), 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 30 * 3);
+  // "k" is no page key (no 64-digit hash): no stray.
+  EXPECT_NE(text.find("# TYPE sci_stray_keys gauge\nsci_stray_keys 0\n"), std::string::npos);
+  // Every sample line follows its HELP and TYPE lines: 31 metrics (the 21 of
+  // 1.0 and the 10 of 1.1), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 31 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {

@@ -175,6 +175,10 @@ pub struct Stats {
     /// from a snapshot carry none), given their group back by the writer:
     /// they take the fast path again.
     pub groups_adopted: u64,
+    /// Page keys present outside their page's group (snapshot keys not yet
+    /// adopted, mislabelled keys): while a page may have one, telling it
+    /// absent costs a key lookup more (gauge).
+    pub stray_keys: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -213,6 +217,7 @@ impl From<&sys::sci_stats> for Stats {
             summarised_pages: s.summarised_pages,
             tail_numbers: s.tail_numbers,
             groups_adopted: s.groups_adopted,
+            stray_keys: s.stray_keys,
         }
     }
 }

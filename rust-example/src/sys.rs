@@ -1134,12 +1134,13 @@ pub struct sci_stats {
     pub summarised_pages: u64,
     pub tail_numbers: u64,
     pub groups_adopted: u64,
+    pub stray_keys: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        240usize,
+        248usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1674,6 +1675,23 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_groups_adopted();
+    fn test_field_stray_keys() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stray_keys) as usize - ptr as usize
+            },
+            240usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(stray_keys)
+            )
+        );
+    }
+    test_field_stray_keys();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

@@ -296,7 +296,10 @@ fn pages_stored_without_their_groups_are_adopted_after_their_first_query() {
         .check_pages(&layout, &tokens, 4, &mut scratch)
         .unwrap();
     assert_eq!((hits.total_hits(), hits.fast_path()), (3, 0));
-    assert_eq!(index.stats().unwrap().groups_adopted, 0);
+    let stats = index.stats().unwrap();
+    // Keys outside their page's group: strays, each page's absence unproven
+    // by its group alone.
+    assert_eq!((stats.groups_adopted, stats.stray_keys), (0, objects.len() as u64));
 
     // The query asked for the pages' groups; the writer's next batch (an
     // empty one here) adopts them before anything else.
@@ -306,6 +309,7 @@ fn pages_stored_without_their_groups_are_adopted_after_their_first_query() {
         (stats.groups_adopted, stats.groups, stats.verified_groups),
         (3, 3, 3)
     );
+    assert_eq!(stats.stray_keys, 0);
     let hits = index
         .check_pages(&layout, &tokens, 4, &mut scratch)
         .unwrap();

@@ -45,6 +45,7 @@ class AdoptionQueue {
     Fingerprint head;       // the keys' common head (page_tails.h), if has_head
     uint64_t tenant_seed = 0;  // of the keys, with has_head
     bool has_head = false;
+    bool group_named_by_head = false;  // `group` is "sglang-hicache:<head>" (stray_keys.h)
     uint32_t layout = 0;    // the LayoutId of the key set the query checked
     uint32_t first_key = 0; // the request's keys: keys[first_key, first_key + n_keys)
     uint32_t n_keys = 0;
@@ -100,7 +101,7 @@ class AdoptionQueue {
   // Asks for `group` to be adopted with `keys` (all of them: the whole key
   // set of `layout`'s page). False if dropped (full, or already asked).
   bool Push(const Fingerprint& group, uint32_t layout, std::span<const Fingerprint> keys, const Fingerprint* head,
-            uint64_t tenant_seed) {
+            uint64_t tenant_seed, bool group_named_by_head) {
     if (keys.empty() || keys.size() > kMaxKeysPerPage) return false;
     WriterLock lock(mu_);
     Batch& b = *pending_;
@@ -110,6 +111,7 @@ class AdoptionQueue {
     r.has_head = head != nullptr;
     r.head = head != nullptr ? *head : Fingerprint{};
     r.tenant_seed = tenant_seed;
+    r.group_named_by_head = head != nullptr && group_named_by_head;
     r.layout = layout;
     r.first_key = static_cast<uint32_t>(b.n_keys);
     r.n_keys = static_cast<uint32_t>(keys.size());

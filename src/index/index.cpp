@@ -86,11 +86,15 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   const uint64_t seed = TenantSeed({});
   for (std::string_view object_key : keys) {
     const KeyName key = NameKey(seed, object_key);
+    // A split snapshot key is a stray (no group): its count's slot is
+    // fetched beside the tables' lines (one more miss a key, otherwise:
+    // resync 16% slower).
+    if (key.split) PrefetchStraySlot(HeadGroupOf(key));
     WarmUp(key, nullptr);
     MakeRoom(key, nullptr);
     {
       WriterLock lock(tables_lock_);
-      StoreKey(key, nullptr);  // no group: an exact-path hit, never marked verified
+      StoreKey(key, nullptr, Fingerprint{});  // no group: an exact-path hit, a stray until adopted
     }
     WarnIfTailNumbersRanOut();
   }
@@ -120,6 +124,8 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   const KeyName key = NameKey(seed, event.object_key);
   const bool labelled = !event.group_id.empty();
   const Fingerprint group = labelled ? FingerprintOf(seed, event.group_id) : Fingerprint{};
+  const Fingerprint group_head =
+      labelled && event.kind == EventKind::kStored ? HeadNamedBy(seed, event.group_id, key) : Fingerprint{};
 
   // The writer is the only thread that changes the tables, so it may read
   // them without the lock. Looking the slots up first brings them into cache:
@@ -131,7 +137,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   {
     WriterLock lock(tables_lock_);
     if (event.kind == EventKind::kStored) {
-      StoreKey(key, labelled ? &group : nullptr);
+      StoreKey(key, labelled ? &group : nullptr, group_head);
     } else {
       RemoveKey(key, labelled ? &group : nullptr);
     }
@@ -151,6 +157,7 @@ Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key)
     name.head = split.head;
     name.tail_bytes = object_key.substr(split.at);
     name.tail = TailId(name.tail_bytes);
+    name.head_bytes = object_key.substr(0, split.at);
   }
   return name;
 }
@@ -233,7 +240,7 @@ bool Index::ReadyToAdopt(const Fingerprint& group, std::span<const Fingerprint> 
 void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerprint> keys) {
   if (request.layout == 0 || !ReadyToAdopt(request.group, keys)) return;
   WriterLock lock(tables_lock_);
-  GroupState* state = AcquireGroup(request.group);
+  GroupState* state = AcquireGroup(request.group, request.group_named_by_head ? request.head : Fingerprint{});
   if (state == nullptr) return;  // no ref left
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
@@ -241,6 +248,9 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
     if (*ref == state->ref) continue;  // a key the request named twice
     *ref = state->ref;
     ++state->keys;
+    // A stray under no group until now; under its head's group, no longer
+    // (the request's keys are the head's: the query derived them from it).
+    if (request.group_named_by_head) strays_.Remove(request.group);
   }
   // The summary entry of the keys' head, if any, said they were under no
   // group: it is worked out again.
@@ -257,10 +267,11 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
   counters_.groups_adopted.Add();
 }
 
-void Index::StoreKey(const KeyName& key, const Fingerprint* group) {
+void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head) {
   const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
   GroupRef* ref = keys.find(packed);
+  const bool was_stray = ref != nullptr && IsStray(key, *ref);
   if (ref == nullptr) {
     if (!HasRoom()) {
       // Refusing keeps the answer conservative: a key we do not hold can
@@ -281,13 +292,21 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group) {
   // verified with.
   // (AcquireGroup changes the group table only: `ref` stays valid.)
   const GroupRef previous = *ref;
-  GroupState* next = group != nullptr ? AcquireGroup(*group) : nullptr;
+  GroupState* next = group != nullptr ? AcquireGroup(*group, group_head) : nullptr;
   const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
   if (previous != next_ref) {
     *ref = next_ref;
     if (next != nullptr) ++next->keys;
     // (`next` keeps a key, so this erases another group: an erase moves nothing.)
     if (previous != kNoGroup) DetachKey(previous);
+  }
+  const bool is_stray = IsStray(key, next_ref);
+  if (is_stray != was_stray) {
+    if (is_stray) {
+      strays_.Add(HeadGroupOf(key));
+    } else {
+      strays_.Remove(HeadGroupOf(key));
+    }
   }
   AddTail(key, next);
 }
@@ -297,6 +316,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   KeyTable& keys = key_shards_[ShardOf(packed)];
   if (GroupRef* found = keys.find(packed)) {
     const GroupRef ref = *found;
+    if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key));
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
     RemoveTail(key);
@@ -399,11 +419,40 @@ void Index::RemoveTail(const KeyName& key) {
   }
 }
 
+Fingerprint Index::HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key) {
+  if (!group_id.starts_with(kHeadGroupPrefix)) return Fingerprint{};
+  const std::string_view head = group_id.substr(kHeadGroupPrefix.size());
+  if (key.split && head == key.head_bytes) return key.head;  // the usual case: nothing to hash
+  // A head is what a split key's bytes up to the end of its first run of 64
+  // hex digits are (fingerprint.h): a keys' head only if its run ends it.
+  if (HexRunEnd(head) != head.size()) return Fingerprint{};
+  return FingerprintPart(tenant_seed, head);
+}
+
+Fingerprint Index::HeadGroupOf(const KeyName& key) {
+  // "sglang-hicache:<head>" is hash-ended (fingerprint.h: the head ends with
+  // its first run of 64 digits, and ':' is no digit), so its fingerprint is
+  // the 64 digits mixed by the secret of what precedes them: the same few
+  // prefixes ("sglang-hicache:", "sglang-hicache:<tag>_") for nearly every
+  // key, so the secret is kept, and a snapshot key costs one NH round.
+  const size_t digits = key.head_bytes.size() - kFingerprintHexRun;
+  const std::string_view prefix = key.head_bytes.substr(0, digits);
+  if (key.tenant_seed != head_group_seed_ || !head_group_prefix_known_ ||
+      std::string_view(head_group_prefix_).substr(kHeadGroupPrefix.size()) != prefix) {
+    head_group_prefix_.assign(kHeadGroupPrefix);
+    head_group_prefix_.append(prefix);
+    head_group_secret_ = HashEndSecretOf(key.tenant_seed, head_group_prefix_);
+    head_group_seed_ = key.tenant_seed;
+    head_group_prefix_known_ = true;
+  }
+  return HashEndedFingerprint(head_group_secret_, key.head_bytes.data() + digits);
+}
+
 Index::GroupState* Index::FindGroup(const Fingerprint& group) {
   return groups_.find(PackedKey(group));
 }
 
-Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
+Index::GroupState* Index::AcquireGroup(const Fingerprint& group, const Fingerprint& named_head) {
   if (GroupState* state = FindGroup(group)) {
     Invalidate(*state);
     return state;
@@ -419,9 +468,11 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group) {
     ref = free_refs_.back();
     free_refs_.pop_back();
     group_of_ref_[ref] = group;
+    head_of_ref_[ref] = named_head;
   } else {
     ref = static_cast<GroupRef>(group_of_ref_.size());
     group_of_ref_.push_back(group);
+    head_of_ref_.push_back(named_head);
   }
   GroupState state;
   state.generation = next_generation_++;
@@ -495,6 +546,9 @@ void Index::ClearTables() {
     groups_.swap(gone);
     page_tails_.swap(tails_gone);
     summarised_count_.store(0, std::memory_order_relaxed);
+    // With the groups: no key is stored under one now (and an unknown group
+    // proving its page absent during the clear is a miss, as it should be).
+    strays_.Reset();
   }
   for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
@@ -504,6 +558,7 @@ void Index::ClearTables() {
   }
   // No key refers to any group now: every ref is free again.
   group_of_ref_.resize(1);
+  head_of_ref_.resize(1);
   free_refs_.clear();
   ResetCursor();
 }
@@ -628,6 +683,7 @@ Stats Index::GetStats() const {
   s.verified_groups = static_cast<uint32_t>(verify_state_.load(std::memory_order_relaxed));
   s.summarised_pages = summarised_count_.load(std::memory_order_relaxed);
   s.tail_numbers = tail_number_count_.load(std::memory_order_relaxed);
+  s.stray_keys = StrayKeyCount();
   s.has_sequence = has_sequence_mirror_.load(std::memory_order_relaxed);
   s.last_sequence = s.has_sequence ? last_sequence_mirror_.load(std::memory_order_relaxed) : 0;
   return s;

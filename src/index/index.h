@@ -45,6 +45,11 @@
 // and marks it verified for the asking layout: the state a query's key
 // check would leave had the keys come from the stream with their group.
 //
+// Stray keys (stray_keys.h). Groups named after their keys' head
+// ("sglang-hicache:<head>", SGLang's) remember the head; a present key not
+// stored under its head's group is counted by that group, so an unknown
+// group with no such count proves its page's keys absent.
+//
 // Verification. A group's verification word packs (verify epoch, layout id).
 // It counts only while its epoch is the index's current one, so a clear
 // drops every verification with one epoch bump instead of a walk.
@@ -57,6 +62,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +75,7 @@
 #include "index/page_tails.h"
 #include "index/table_lock.h"
 #include "index/stats.h"
+#include "index/stray_keys.h"
 #include "index/tail_interner.h"
 
 namespace sci {
@@ -108,6 +115,11 @@ struct GroupProbe {
   uint64_t generation = 0;   // changes whenever the group is invalidated
   uint32_t verify_epoch = 0; // epoch the verification would be made in
   GroupRef ref = kNoGroup;   // what the group's keys refer to it by
+  // With !exists: whether a key whose head names this group (stray_keys.h)
+  // may be present under no group or another one. False proves, for a
+  // layout naming its groups after its keys' heads, every key of the page
+  // absent.
+  bool strays_possible = false;
 };
 
 // What a query learned about the tails a page needs (RequiredTails).
@@ -176,9 +188,11 @@ class Index {
   // (`tenant_seed`: the keys' tenant's, for the head's summary entry). It
   // happens with the next batch applied, or AdoptRequestedGroups. Never
   // waits for the writer; a request the bounded queue cannot take is dropped.
+  // `group_named_by_head`: `group` is the group named after `head`
+  // ("sglang-hicache:<head>"; Layout::groups_named_by_key_heads).
   void RequestAdoption(const Fingerprint& group, LayoutId layout, std::span<const Fingerprint> keys,
-                       const Fingerprint* head, uint64_t tenant_seed) {
-    adoption_queue_.Push(group, layout, keys, head, tenant_seed);
+                       const Fingerprint* head, uint64_t tenant_seed, bool group_named_by_head) {
+    adoption_queue_.Push(group, layout, keys, head, tenant_seed, group_named_by_head);
   }
   // Adopts what was requested (ApplyBatch does this first, every batch; a
   // subscriber's thread also does on the listener's wake-up, below).
@@ -333,6 +347,9 @@ class Index {
     return static_cast<uint32_t>(verify_state_.load(std::memory_order_acquire) >> 32);
   }
 
+  // The stray_keys gauge: an atomic, read without the lock like the sizes.
+  uint64_t StrayKeyCount() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return strays_.strays(); }
+
   // With tables_lock_ held (shared or exclusive).
   bool ContainsKeyLocked(const Fingerprint& key) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
   KeyCheck CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const
@@ -367,9 +384,12 @@ class Index {
     Fingerprint head;            // with split: its head's part
     Fingerprint tail;            // with split: TailId of its tail
     std::string_view tail_bytes; // with split: the tail (a view of the event's key)
+    std::string_view head_bytes; // with split: the head (a view of the event's key)
   };
   static KeyName NameKey(uint64_t tenant_seed, std::string_view object_key);
-  void StoreKey(const KeyName& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // `group_head`: the head part `group` is named after (HeadNamedBy), or zero.
+  void StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void RemoveKey(const KeyName& key, const Fingerprint* label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The summary's side of StoreKey (`group`: the key's group now, or null)
   // and RemoveKey.
@@ -390,8 +410,23 @@ class Index {
   void RemoveTail(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   GroupState* FindGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The group's state, created if need be (null when there is no room),
-  // invalidated: a key is about to be stored under it.
-  GroupState* AcquireGroup(const Fingerprint& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // invalidated: a key is about to be stored under it. A new group
+  // remembers `named_head` (zero: named after no head).
+  GroupState* AcquireGroup(const Fingerprint& group, const Fingerprint& named_head)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Stray keys (stray_keys.h). The head part a group id is named after:
+  // "<kHeadGroupPrefix><head>", the head a split key could have; else zero.
+  static Fingerprint HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key);
+  // Whether present `key`, stored under `ref`, is a stray.
+  bool IsStray(const KeyName& key, GroupRef ref) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    return key.split && (ref == kNoGroup || head_of_ref_[ref] != key.head);
+  }
+  // The fingerprint of the group named after `key`'s head (a split key made
+  // from its bytes), which counts it while it is a stray.
+  Fingerprint HeadGroupOf(const KeyName& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // A prefetch of the slot (no read: the writer is the only thread that
+  // writes the counts, so it needs no lock for a hint).
+  void PrefetchStraySlot(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS { strays_.Prefetch(group); }
   // A key stored under `ref` leaves it: invalidated, erased with its last key.
   void DetachKey(GroupRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void Invalidate(GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
@@ -428,6 +463,8 @@ class Index {
   PageTailsTable page_tails_ ABSL_GUARDED_BY(tables_lock_);
   // Tail numbers: never taken back, not even by a clear (tail_interner.h).
   TailInterner tails_ ABSL_GUARDED_BY(tables_lock_);
+  // Stray keys by their head's group (stray_keys.h); 1 MiB, apart.
+  StrayKeyCounts strays_ ABSL_GUARDED_BY(tables_lock_);
 
   // Writer only (apply_mu_), never read by queries: the group each ref
   // stands for, and the refs of erased groups, for reuse. A ref is reused
@@ -435,6 +472,13 @@ class Index {
   // of the whole array, and no doubling slack.
   std::deque<Fingerprint> group_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};  // [kNoGroup] unused
   std::vector<GroupRef> free_refs_ ABSL_GUARDED_BY(apply_mu_);
+  // The head part each ref's group is named after (zero: none), for
+  // IsStray; and HeadGroupOf's last group-id prefix, with its secret.
+  std::deque<Fingerprint> head_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};
+  std::string head_group_prefix_ ABSL_GUARDED_BY(apply_mu_);
+  HashEndSecret head_group_secret_ ABSL_GUARDED_BY(apply_mu_){};
+  uint64_t head_group_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  bool head_group_prefix_known_ ABSL_GUARDED_BY(apply_mu_) = false;
   // SummarisePage's FingerprintPart of each numbered tail, for one tenant
   // (nearly always the only one): 16 XXH3 passes less per tp8 page.
   std::array<Fingerprint, TailInterner::kCapacity> tail_parts_ ABSL_GUARDED_BY(apply_mu_);
@@ -479,8 +523,11 @@ class Index {
 inline GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
   if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupState* state = groups_.find(PackedKey(group));
-  if (state == nullptr) return GroupProbe{};
   GroupProbe probe;
+  if (state == nullptr) {
+    probe.strays_possible = strays_.MayHold(group);
+    return probe;
+  }
   probe.exists = true;
   probe.ref = state->ref;
   probe.generation = state->generation;

@@ -58,7 +58,9 @@
   X(tail_numbers, uint64_t, GAUGE, TABLES,                                                                       \
     "Key tails numbered for the page summary, of 64; at 64, pages with new tails are checked key by key.")       \
   X(groups_adopted, uint64_t, COUNTER, WRITER,                                                                   \
-    "Pages proven key by key with an unknown group (snapshot keys) given their group back: fast path again.")
+    "Pages proven key by key with an unknown group (snapshot keys) given their group back: fast path again.") \
+  X(stray_keys, uint64_t, GAUGE, TABLES,                                                                         \
+    "Page keys present outside their page's group (snapshot keys not yet adopted, mislabelled keys).")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

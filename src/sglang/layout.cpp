@@ -13,7 +13,7 @@
 namespace sci {
 namespace {
 
-constexpr std::string_view kGroupNamespace = "sglang-hicache:";
+constexpr std::string_view kGroupNamespace = kHeadGroupPrefix;  // index/stray_keys.h relies on it
 
 // Process-wide: the id of a key set, the same for every layout deriving it.
 // Never shrinks (a few hundred bytes per distinct key set a process ever
@@ -270,6 +270,9 @@ void Layout::PrepareFingerprints() {
   const std::string group_sample = group_prefix_ + std::string(kPageHashHexLength, '0');
   hash_ended_groups_ = HexRunEnd(group_sample) == group_sample.size();
   if (hash_ended_groups_) group_secret_ = HashEndSecretOf(tenant_seed_, group_prefix_);
+  // "sglang-hicache:<key prefix><hash>": the group is named after its keys'
+  // head, unless a key prefix (pools) differs from the tag.
+  groups_named_by_key_heads_ = split_keys_ && group_prefix_ == Concat({kHeadGroupPrefix, key_prefix_});
   suffix_parts_.clear();
   tail_ids_.clear();
   for (uint32_t i = 0; i < suffix_refs_.size(); ++i) {

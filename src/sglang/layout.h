@@ -127,6 +127,11 @@ class Layout {
   // that ends in hex digits or holds a run of 64 of them: such keys are
   // fingerprinted whole, as the writer does.
   bool split_keys() const { return split_keys_; }
+  // Whether a page's group id is "sglang-hicache:" followed by its keys'
+  // head (split keys; no key prefix other than the tag): then an unknown
+  // group whose index reports no stray key proves its page absent
+  // (index/stray_keys.h). False for pools whose key_prefix is not the tag.
+  bool groups_named_by_key_heads() const { return groups_named_by_key_heads_; }
   // The fingerprint of the group id of the page whose hash is the 64 hex
   // digits at `hash` ("<group prefix><hash>"), as FingerprintOf gives it:
   // a hash-ended string (index/fingerprint.h), from the group prefix's
@@ -180,6 +185,7 @@ class Layout {
   std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
   std::vector<Fingerprint> tail_ids_;      // TailId of each suffix_refs_ entry
   bool split_keys_ = false;
+  bool groups_named_by_key_heads_ = false;
   bool hash_ended_groups_ = false;  // the page hash is a group id's first run of 64 digits (the usual case)
   HashEndSecret group_secret_{};     // of the group prefix, with hash_ended_groups_
   std::vector<uint32_t> trailing_thresholds_;  // distinct trailing counts > 0, ascending

@@ -199,6 +199,7 @@ class Query {
         pending.probe = reader.ProbeGroup(pending.group, pending.level->id);
         if (!pending.probe.verified) {
           if (tails.state == RequiredTails::State::kNeverStored) break;
+          if (!pending.probe.exists && !pending.probe.strays_possible && layout_.groups_named_by_key_heads()) break;
           // An unknown group: most likely a page nobody stored, answered by
           // its first key (as in ChooseExactChecks).
           const SummaryAnswer answer = by_summary && pending.probe.exists
@@ -268,6 +269,12 @@ class Query {
       // whose pages all are so), its keys are fetched a round ahead, as a
       // known group's: a present first key would cost a round trip more.
       if (!page.probe.exists) {
+        // Unless a key of it may be present as a stray (stray_keys.h), no
+        // key of the page is: its group would be known.
+        if (layout_.groups_named_by_key_heads() && !page.probe.strays_possible) {
+          round.check[i] = ExactCheck::kAbsent;
+          continue;
+        }
         if (last_unknown_group_hit_ && TakeKeys(round, i, page)) continue;
         if (round.n_keys == kRoundKeys) continue;
         round.check[i] = ExactCheck::kFirstKey;
@@ -446,7 +453,7 @@ class Query {
   // head, with split keys.
   void AskAdoption(const PendingPage& pending, std::span<const Fingerprint> keys, const Fingerprint& head) {
     index_.RequestAdoption(pending.group, pending.level->id, keys, layout_.split_keys() ? &head : nullptr,
-                           layout_.tenant_seed());
+                           layout_.tenant_seed(), layout_.groups_named_by_key_heads());
   }
   // ... by ProveByKeys, right after its SetKeyHash of the page: its keys are
   // fingerprinted again (ProveByKeys kept a round of them at a time).

@@ -1,0 +1,106 @@
+// Stray keys: present split keys (index/fingerprint.h) that are not stored
+// under the group named after their head, counted by that group, so that a
+// page query can tell a page nobody stored from its group alone.
+//
+// Why. SGLang names a page's group after its keys' head: the keys
+// "<head>_0_k" ... "<head>_7_v" are stored under "sglang-hicache:<head>"
+// (docs/sglang-hicache.md). A group lives exactly while a key is stored
+// under it, so for a layout that names its groups so (Layout::
+// groups_named_by_key_heads), "the page's group is unknown" means "none of
+// its keys is stored under its group": a key of it can then be present only
+// as a stray -- stored under no group (snapshot keys, events without a
+// label, a group refused at capacity) or under another one (a publisher's
+// mislabel). Before this, a page whose group was unknown -- nearly every
+// page of a prompt nobody stored, the router's most common request -- had
+// its first key looked up as well: a second cold table line per page, 1.44x
+// hashing alone where a verified prompt costs 1.06x (bench/README.md, ninth
+// pass).
+//
+// Exact, and conservative where it is not. The writer keeps, under the
+// same exclusive hold of the table lock that changes a key, one count per
+// slot of the number of stray keys whose head's group falls in that slot.
+// A query reads the slot of the unknown group in the same reader hold as
+// its probe: zero proves no key of the page present; non-zero (a stray of
+// the page, or of another page sharing the slot) sends the page to its
+// keys, as before. A count that reaches 255 sticks (never decremented, so
+// it can only cost lookups) until the strays are all gone or a clear.
+//
+// Size: 2^20 one-byte slots, 1 MiB, that stay in the core's L2 where the
+// key tables cannot. After a resync every snapshot page's slot is taken
+// until its keys are adopted (adoption_queue.h) or removed: 1M snapshot keys
+// of tp8 pages take about 6% of the slots.
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+
+#include "index/fingerprint.h"
+
+namespace sci {
+
+// SGLang's group ids are this followed by the head of their page's keys.
+inline constexpr std::string_view kHeadGroupPrefix = "sglang-hicache:";
+
+class StrayKeyCounts {
+ public:
+  static constexpr size_t kSlots = size_t{1} << 20;
+
+  // calloc: a new index's slots are zero pages until written.
+  StrayKeyCounts() : counts_(static_cast<uint8_t*>(std::calloc(kSlots, 1))) {
+    if (counts_ == nullptr) throw std::bad_alloc();
+  }
+
+  // A stray key whose head's group is `group` came (Add) or went (Remove).
+  void Add(const Fingerprint& group) {
+    uint8_t& count = counts_[SlotOf(group)];
+    if (count != kStuck && ++count == kStuck) ++stuck_slots_;
+    strays_.store(strays_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void Remove(const Fingerprint& group) {
+    uint8_t& count = counts_[SlotOf(group)];
+    assert(count != 0 && "a stray removed that was never added");
+    if (count != kStuck) --count;
+    const uint64_t left = strays_.load(std::memory_order_relaxed) - 1;
+    strays_.store(left, std::memory_order_relaxed);
+    if (left == 0 && stuck_slots_ > 0) Reset();  // the stuck slots hold no stray any more
+  }
+
+  // Whether a stray key of the page whose group is `group` may be present.
+  bool MayHold(const Fingerprint& group) const { return counts_[SlotOf(group)] != 0; }
+  // The writer's, ahead of a store it knows makes a stray (a snapshot key):
+  // the slot's miss overlaps the key table's.
+  void Prefetch(const Fingerprint& group) const { __builtin_prefetch(counts_.get() + SlotOf(group), 1); }
+
+  // Stray keys present: a gauge, readable from any thread (after a resync,
+  // the snapshot's keys not yet adopted or removed).
+  uint64_t strays() const { return strays_.load(std::memory_order_relaxed); }
+
+  // Every key is gone (a clear). Free when no stray was counted: the
+  // counts are all zero already.
+  void Reset() {
+    if (strays() == 0 && stuck_slots_ == 0) return;
+    std::memset(counts_.get(), 0, kSlots);
+    strays_.store(0, std::memory_order_relaxed);
+    stuck_slots_ = 0;
+  }
+
+ private:
+  static constexpr uint8_t kStuck = UINT8_MAX;
+  // The high half: the group table places groups by the low one.
+  static size_t SlotOf(const Fingerprint& group) { return static_cast<size_t>(group.high >> 44); }
+
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t[], Free> counts_;
+  std::atomic<uint64_t> strays_{0};  // written by the writer only
+  uint64_t stuck_slots_ = 0;
+};
+
+}  // namespace sci
