@@ -328,7 +328,7 @@ std::function<void(size_t)> PrepareVerification(bool fast_path) {
 // What a check_pages benchmark asks about: stored prompts, all verified
 // (fastpath) or none (exact), or loaded from a snapshot (no group: the
 // first query after a resync), or prompts nobody stored (every page misses,
-// each answered by its unknown group and its absent first key: most of a
+// each answered by its unknown group, no stray key counted for it: most of a
 // router's requests).
 enum class Asked { kVerified, kUnverified, kSnapshot, kNeverStored };
 

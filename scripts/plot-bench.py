@@ -205,7 +205,7 @@ def targets_table(r):
         if ratio:
             row(f"check_pages of prompts nobody stored ({cold}), tp8 p169 1M keys", "≤ 1.2× hashing alone",
                 measured, f"{ratio / 1.2:.2f}", ratio <= 1.2,
-                "48 distinct prompts, every page a miss (unknown group, absent first key); "
+                "48 distinct prompts, every page a miss (unknown group, no stray key in its slot); "
                 "read against the fast path's bar, not a performance.md row")
         name = f"cold/prefix/tp8/p169/keys:1m/first_page_absent/{cold}/paired_with_one_page_hash"
         ratio = r.counter(name, "check_prefix_over_one_page_hash")

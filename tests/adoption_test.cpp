@@ -8,48 +8,19 @@
 // to end, after a real resync.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
-#include "index/index.h"
-#include "sglang/layout.h"
-#include "sglang/page_hash.h"
+#include "prompt_fixture.h"
 #include "sglang/page_query.h"
 
 namespace sci {
 namespace {
 
-constexpr uint32_t kPageSize = 4;
-
-class Adoption : public ::testing::Test {
+class Adoption : public PromptFixture {
  public:
-  void SetUp() override {
-    LayoutSpec spec;
-    spec.page_size = kPageSize;
-    spec.tp_size = 8;  // 16 keys a page: "<hash>_0_k" ... "<hash>_7_v"
-    std::string error;
-    layout_ = Layout::Create(spec, &error);
-    ASSERT_NE(layout_, nullptr) << error;
-  }
+  void SetUp() override { UseLayout(TpSpec(8)); }  // 16 keys a page
 
-  // A prompt of `pages` pages, its page hashes, and each page's keys.
-  void MakePrompt(size_t pages, uint32_t first_token = 100) {
-    tokens_.resize(pages * kPageSize);
-    std::iota(tokens_.begin(), tokens_.end(), first_token);
-    hashes_ = PageHashesHex(tokens_, kPageSize, false);
-    keys_.clear();
-    for (size_t page = 0; page < pages; ++page) keys_.push_back(layout_->KeysFor(hashes_[page], page, pages));
-  }
-  // Loads the prompt's keys as a snapshot does: no group.
-  void LoadSnapshot() {
-    std::vector<std::string_view> views;
-    for (const auto& page : keys_) views.insert(views.end(), page.begin(), page.end());
-    index_.LoadKeys(views);
-  }
-  void Apply(const std::vector<Event>& events) { index_.ApplyBatch(next_sequence_++, events); }
-  // An empty batch: the writer's next batch, which adopts what was asked.
-  void Tick() { Apply({}); }
   PageQueryResult Query() {
     std::vector<uint8_t> hits(hashes_.size());
     const PageQueryResult r = CheckPages(index_, *layout_, tokens_, kPageSize, hits);
@@ -57,12 +28,6 @@ class Adoption : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<const Layout> layout_;
-  Index index_;
-  uint64_t next_sequence_ = 1;
-  std::vector<uint32_t> tokens_;
-  std::vector<std::string> hashes_;
-  std::vector<std::vector<std::string>> keys_;
   std::vector<int> hits_;
 };
 

@@ -9,46 +9,26 @@
 // reference model over random histories of all of these.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
-#include "index/index.h"
 #include "index/stray_keys.h"
-#include "sglang/layout.h"
-#include "sglang/page_hash.h"
+#include "prompt_fixture.h"
 #include "sglang/page_query.h"
 
 namespace sci {
 namespace {
 
-constexpr uint32_t kPageSize = 4;
 constexpr size_t kPages = 4;
 
-LayoutSpec Tp2() {
-  LayoutSpec spec;
-  spec.page_size = kPageSize;
-  spec.tp_size = 2;  // "<hash>_0_k" "<hash>_0_v" "<hash>_1_k" "<hash>_1_v" under "sglang-hicache:<hash>"
-  return spec;
-}
-
-class StrayKeys : public ::testing::Test {
+class StrayKeys : public PromptFixture {
  public:
-  void SetUp() override { UseLayout(Tp2()); }
+  void SetUp() override { UseLayoutForPrompt(TpSpec(2)); }  // 4 keys a page
 
-  void UseLayout(const LayoutSpec& spec) {
-    std::string error;
-    layout_ = Layout::Create(spec, &error);
-    ASSERT_NE(layout_, nullptr) << error;
-    tokens_.resize(kPages * kPageSize);
-    std::iota(tokens_.begin(), tokens_.end(), 100);
-    hashes_ = PageHashesHex(tokens_, kPageSize, false);
-    keys_.clear();
-    for (size_t page = 0; page < kPages; ++page) keys_.push_back(layout_->KeysFor(hashes_[page], page, kPages));
+  void UseLayoutForPrompt(const LayoutSpec& spec) {
+    UseLayout(spec);
+    MakePrompt(kPages);
   }
-  std::string Group(size_t page) const { return layout_->GroupId(hashes_[page]); }
-
-  void Apply(const std::vector<Event>& events) { index_.ApplyBatch(next_sequence_++, events); }
   // Every key of `page`, stored with `label` (empty: none).
   void StorePage(size_t page, const std::string& label) {
     std::vector<Event> events;
@@ -59,10 +39,6 @@ class StrayKeys : public ::testing::Test {
     std::vector<Event> events;
     for (const std::string& key : keys_[page]) events.push_back(Event{EventKind::kRemoved, key, {}, {}, "cpu"});
     Apply(events);
-  }
-  void LoadSnapshotOf(size_t page) {
-    const std::vector<std::string_view> views(keys_[page].begin(), keys_[page].end());
-    index_.LoadKeys(views);
   }
 
   // Both queries agree with `expected` (the hit pages, in order).
@@ -76,13 +52,6 @@ class StrayKeys : public ::testing::Test {
     EXPECT_EQ(CheckPrefix(index_, *layout_, tokens_, kPageSize).prefix_hits, prefix) << "check_prefix";
   }
   uint64_t Strays() const { return index_.GetStats().stray_keys; }
-
-  std::unique_ptr<const Layout> layout_;
-  Index index_;
-  uint64_t next_sequence_ = 1;
-  std::vector<uint32_t> tokens_;
-  std::vector<std::string> hashes_;
-  std::vector<std::vector<std::string>> keys_;
 };
 
 TEST_F(StrayKeys, KeysStoredUnderTheirPagesGroupAreNoStrays) {
@@ -171,7 +140,7 @@ TEST_F(StrayKeys, ALayoutWhoseGroupsAreNotNamedAfterItsKeysIsAnsweredByItsKeys) 
   spec.page_size = kPageSize;
   spec.key_prefix = "p";
   spec.pools = {PoolSpec{{"__k", "__v"}, HitPolicy::kAllPages, 0}};
-  UseLayout(spec);
+  UseLayoutForPrompt(spec);
   ASSERT_FALSE(layout_->groups_named_by_key_heads());
   StorePage(0, Group(0));
   StorePage(1, Group(3));
@@ -180,7 +149,7 @@ TEST_F(StrayKeys, ALayoutWhoseGroupsAreNotNamedAfterItsKeysIsAnsweredByItsKeys) 
 
   // With the tag as key prefix, the same pools name their groups after the head.
   spec.extra_backend_tag = "p";
-  UseLayout(spec);
+  UseLayoutForPrompt(spec);
   EXPECT_TRUE(layout_->groups_named_by_key_heads());
   EXPECT_EQ(layout_->GroupId(hashes_[0]), "sglang-hicache:p_" + hashes_[0]);
   EXPECT_EQ(keys_[0][0], "p_" + hashes_[0] + "__k");
