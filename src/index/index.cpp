@@ -437,13 +437,13 @@ Fingerprint Index::HeadGroupOf(const KeyName& key) {
   // key, so the secret is kept, and a snapshot key costs one NH round.
   const size_t digits = key.head_bytes.size() - kFingerprintHexRun;
   const std::string_view prefix = key.head_bytes.substr(0, digits);
-  if (key.tenant_seed != head_group_seed_ || !head_group_prefix_known_ ||
+  // (Empty until the first call; then it always starts with kHeadGroupPrefix.)
+  if (head_group_prefix_.empty() || key.tenant_seed != head_group_seed_ ||
       std::string_view(head_group_prefix_).substr(kHeadGroupPrefix.size()) != prefix) {
     head_group_prefix_.assign(kHeadGroupPrefix);
     head_group_prefix_.append(prefix);
     head_group_secret_ = HashEndSecretOf(key.tenant_seed, head_group_prefix_);
     head_group_seed_ = key.tenant_seed;
-    head_group_prefix_known_ = true;
   }
   return HashEndedFingerprint(head_group_secret_, key.head_bytes.data() + digits);
 }

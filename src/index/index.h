@@ -478,7 +478,6 @@ class Index {
   std::string head_group_prefix_ ABSL_GUARDED_BY(apply_mu_);
   HashEndSecret head_group_secret_ ABSL_GUARDED_BY(apply_mu_){};
   uint64_t head_group_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  bool head_group_prefix_known_ ABSL_GUARDED_BY(apply_mu_) = false;
   // SummarisePage's FingerprintPart of each numbered tail, for one tenant
   // (nearly always the only one): 16 XXH3 passes less per tp8 page.
   std::array<Fingerprint, TailInterner::kCapacity> tail_parts_ ABSL_GUARDED_BY(apply_mu_);

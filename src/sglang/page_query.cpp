@@ -199,7 +199,7 @@ class Query {
         pending.probe = reader.ProbeGroup(pending.group, pending.level->id);
         if (!pending.probe.verified) {
           if (tails.state == RequiredTails::State::kNeverStored) break;
-          if (!pending.probe.exists && !pending.probe.strays_possible && layout_.groups_named_by_key_heads()) break;
+          if (ProvedAbsentByItsGroup(pending.probe)) break;
           // An unknown group: most likely a page nobody stored, answered by
           // its first key (as in ChooseExactChecks).
           const SummaryAnswer answer = by_summary && pending.probe.exists
@@ -238,6 +238,12 @@ class Query {
     pending.checkable = pending.level->n_suffixes > 0;
   }
   void FingerprintGroup(PendingPage& pending) { pending.group = layout_.GroupFingerprint(pending.hash); }
+  // A page whose group is unknown, of a layout naming its groups after its
+  // keys' head, with no stray key counted for it (stray_keys.h): none of
+  // its keys is present, or its group would be known.
+  bool ProvedAbsentByItsGroup(const GroupProbe& probe) const {
+    return !probe.exists && !probe.strays_possible && layout_.groups_named_by_key_heads();
+  }
   // The fingerprint of the page's first key (and its head, for the summary).
   Fingerprint FirstKeyOf(const PendingPage& pending) {
     SetKeyHash(pending.hash);
@@ -269,9 +275,7 @@ class Query {
       // whose pages all are so), its keys are fetched a round ahead, as a
       // known group's: a present first key would cost a round trip more.
       if (!page.probe.exists) {
-        // Unless a key of it may be present as a stray (stray_keys.h), no
-        // key of the page is: its group would be known.
-        if (layout_.groups_named_by_key_heads() && !page.probe.strays_possible) {
+        if (ProvedAbsentByItsGroup(page.probe)) {
           round.check[i] = ExactCheck::kAbsent;
           continue;
         }
