@@ -61,6 +61,16 @@ sci_status sci_index_new(const sci_index_options* opts, sci_index** out) {
                      opts->struct_size, SCI_FIELD_END(sci_index_options, max_entries));
       }
       if (opts->max_entries != 0) options.max_entries = opts->max_entries;
+      if (HasStructSize(opts->struct_size, SCI_FIELD_END(sci_index_options, residency))) {
+        switch (opts->residency) {
+          case SCI_RESIDENCY_OBJECT: options.residency = sci::Residency::kObject; break;
+          case SCI_RESIDENCY_PER_MEDIUM: options.residency = sci::Residency::kPerMedium; break;
+          default:
+            return Failf(SCI_ERR_INVALID_ARGUMENT,
+                         "sci_index_new: opts->residency is %u (SCI_RESIDENCY_OBJECT 0 or SCI_RESIDENCY_PER_MEDIUM 1)",
+                         opts->residency);
+        }
+      }
     }
     *out = new sci_index(options);
     return SCI_OK;
@@ -94,6 +104,7 @@ sci_status sci_index_apply_events(sci_index* index, uint64_t sequence, const sci
         case SCI_EVENT_STORED: event.kind = sci::EventKind::kStored; break;
         case SCI_EVENT_REMOVED: event.kind = sci::EventKind::kRemoved; break;
         case SCI_EVENT_ALL_CLEARED: event.kind = sci::EventKind::kAllCleared; break;
+        case SCI_EVENT_TENANT_CLEARED: event.kind = sci::EventKind::kTenantCleared; break;
         default: event.kind = sci::EventKind::kIgnored; break;  // counted, per the semantics
       }
     }

@@ -104,7 +104,24 @@ typedef struct sci_index_options {
      * (33554432). Beyond it new keys and groups are refused and counted
      * (capacity_refusals); the index keeps serving and never wipes itself. */
     uint64_t max_entries;
+    /* ---- 1.2 (read only when struct_size covers them) ---- */
+    /* When a key stops being present: SCI_RESIDENCY_OBJECT (0, the default)
+     * or SCI_RESIDENCY_PER_MEDIUM. Any other value: SCI_ERR_INVALID_ARGUMENT. */
+    uint32_t residency;
 } sci_index_options;
+/* Any `removed` drops the key, whatever its medium. Exact for masters that
+ * announce a removal once no replica is left (Mooncake main, the first
+ * generation); for a per-medium master it can only cost hits (a key evicted
+ * from memory but kept on disk reads absent). Safe on both: the default. */
+#define SCI_RESIDENCY_OBJECT 0
+/* A key is present while some medium holds it: `stored` adds its medium,
+ * `removed` takes that medium away (medium names compared as bytes, up to 8
+ * per index; a key stored with an empty medium, or loaded from a snapshot,
+ * has unknown media and any removal drops it). Exact for per-medium masters
+ * (the second generation); on a first-generation master, whose removal may
+ * name another medium than the store, it could keep a removed key: never
+ * the default. */
+#define SCI_RESIDENCY_PER_MEDIUM 1
 #define SCI_INDEX_OPTIONS_INIT SCI_STRUCT_INIT_(sci_index_options)
 
 /* Creates an empty index. `opts` may be NULL for defaults. On success *out
@@ -123,13 +140,14 @@ typedef int32_t sci_event_kind;
 #define SCI_EVENT_STORED 1      /* object_key is now stored */
 #define SCI_EVENT_REMOVED 2     /* object_key is gone (on whatever medium) */
 #define SCI_EVENT_ALL_CLEARED 3 /* every object is gone */
+#define SCI_EVENT_TENANT_CLEARED 4 /* 1.2: every object of tenant_id is gone (other tenants stay) */
 
 typedef struct sci_event {
     sci_event_kind kind;  /* any other value is ignored and counted */
     sci_str object_key;   /* empty: the event is ignored and counted */
     sci_str group_id;     /* empty = none */
     sci_str tenant_id;    /* empty = "default" */
-    sci_str medium;       /* may be empty; informational */
+    sci_str medium;       /* may be empty; read under SCI_RESIDENCY_PER_MEDIUM only */
 } sci_event;
 
 /* Applies one batch of events published under `sequence`, in order:
@@ -457,6 +475,11 @@ typedef struct sci_stats {
     uint64_t stray_keys;         /* gauge: page keys present outside their page's group (from a
                                     snapshot and not yet adopted, or mislabelled): while a page
                                     may have one, its absence costs a key lookup more */
+    /* ---- 1.2 (written only when struct_size covers them) ---- */
+    uint64_t tenant_clears;      /* tenants emptied by a `cleared` event (or by an event of an
+                                    unknown type that names no key) */
+    uint64_t medium_removals_kept; /* per-medium residency: removals that left the key present
+                                    on another medium */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

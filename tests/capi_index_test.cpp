@@ -57,7 +57,10 @@ TEST(CapiIndexNew, RejectsNullOut) {
 }
 
 TEST(CapiIndexNew, RejectsZeroOrTooSmallStructSize) {
-  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(sizeof(sci_index_options) - 1)}) {
+  // Too small for max_entries, the one field of 1.0 (a 1.1 caller's size,
+  // which ends there, is accepted: AcceptsTheSizeOfAnOlderCaller).
+  const auto too_small = static_cast<uint32_t>(offsetof(sci_index_options, max_entries) + sizeof(uint64_t) - 1);
+  for (uint32_t size : {0u, 4u, too_small}) {
     sci_index_options opts{};
     opts.struct_size = size;
     sci_index* index = reinterpret_cast<sci_index*>(0x1);
@@ -65,6 +68,70 @@ TEST(CapiIndexNew, RejectsZeroOrTooSmallStructSize) {
     EXPECT_EQ(index, nullptr);
     EXPECT_NE(std::string(sci_last_error()).find("struct_size"), std::string::npos);
   }
+}
+
+TEST(CapiIndexNew, RejectsAnUnknownResidencyNamingIt) {
+  sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
+  opts.residency = 2;
+  sci_index* index = reinterpret_cast<sci_index*>(0x1);
+  EXPECT_EQ(sci_index_new(&opts, &index), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(index, nullptr);
+  EXPECT_NE(std::string(sci_last_error()).find("opts->residency is 2"), std::string::npos) << sci_last_error();
+}
+
+// A caller compiled against 1.1 passes the struct as it ended there: the
+// residency it has no field for is not read (whatever lies beyond), and the
+// object rule applies.
+TEST(CapiIndexNew, AcceptsTheSizeOfAnOlderCaller) {
+  sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
+  opts.struct_size = static_cast<uint32_t>(offsetof(sci_index_options, max_entries) + sizeof(uint64_t));
+  opts.residency = 77;  // beyond the 1.1 struct: never read
+  sci_index* index = nullptr;
+  ASSERT_EQ(sci_index_new(&opts, &index), SCI_OK) << sci_last_error();
+  const sci_event events[] = {
+      {SCI_EVENT_STORED, {"k", 1}, {}, {}, {"cpu", 3}},
+      {SCI_EVENT_STORED, {"k", 1}, {}, {}, {"disk", 4}},
+      {SCI_EVENT_REMOVED, {"k", 1}, {}, {}, {"cpu", 3}},
+  };
+  ASSERT_EQ(sci_index_apply_events(index, 1, events, 3), SCI_OK);
+  bool present = true;
+  ASSERT_EQ(sci_index_contains(index, {}, {"k", 1}, &present), SCI_OK);
+  EXPECT_FALSE(present);  // the object rule: any removal drops the key
+  sci_index_free(index);
+}
+
+// The per-medium rule through the C API: a key stays while a medium holds
+// it, and SCI_EVENT_TENANT_CLEARED empties its tenant alone.
+TEST(CapiIndexNew, PerMediumResidencyAndTenantClears) {
+  sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
+  opts.residency = SCI_RESIDENCY_PER_MEDIUM;
+  sci_index* index = nullptr;
+  ASSERT_EQ(sci_index_new(&opts, &index), SCI_OK) << sci_last_error();
+  const sci_event events[] = {
+      {SCI_EVENT_STORED, {"k", 1}, {}, {}, {"cpu", 3}},
+      {SCI_EVENT_STORED, {"k", 1}, {}, {}, {"disk", 4}},
+      {SCI_EVENT_REMOVED, {"k", 1}, {}, {}, {"cpu", 3}},
+      {SCI_EVENT_STORED, {"other", 5}, {}, {"tenant-b", 8}, {"cpu", 3}},
+  };
+  ASSERT_EQ(sci_index_apply_events(index, 1, events, 4), SCI_OK);
+  bool present = false;
+  ASSERT_EQ(sci_index_contains(index, {}, {"k", 1}, &present), SCI_OK);
+  EXPECT_TRUE(present);  // still on disk
+  const sci_event clear_b = {SCI_EVENT_TENANT_CLEARED, {}, {}, {"tenant-b", 8}, {}};
+  ASSERT_EQ(sci_index_apply_events(index, 2, &clear_b, 1), SCI_OK);
+  ASSERT_EQ(sci_index_contains(index, {"tenant-b", 8}, {"other", 5}, &present), SCI_OK);
+  EXPECT_FALSE(present);
+  ASSERT_EQ(sci_index_contains(index, {}, {"k", 1}, &present), SCI_OK);
+  EXPECT_TRUE(present);  // another tenant's clear
+  const sci_event removed_disk = {SCI_EVENT_REMOVED, {"k", 1}, {}, {}, {"disk", 4}};
+  ASSERT_EQ(sci_index_apply_events(index, 3, &removed_disk, 1), SCI_OK);
+  ASSERT_EQ(sci_index_contains(index, {}, {"k", 1}, &present), SCI_OK);
+  EXPECT_FALSE(present);
+  sci_stats stats = SCI_STATS_INIT;
+  ASSERT_EQ(sci_index_stats(index, &stats), SCI_OK);
+  EXPECT_EQ(stats.tenant_clears, 1u);
+  EXPECT_EQ(stats.medium_removals_kept, 1u);
+  sci_index_free(index);
 }
 
 TEST(CapiIndexNew, AcceptsALargerStructFromANewerCaller) {

@@ -38,6 +38,7 @@ std::string_view KindName(EventKind kind) {
     case EventKind::kStored: return "stored";
     case EventKind::kRemoved: return "removed";
     case EventKind::kAllCleared: return "all-cleared";
+    case EventKind::kTenantCleared: return "cleared";
     case EventKind::kIgnored: return "ignored";
   }
   return "?";

@@ -221,5 +221,111 @@ TEST(PageQueryConcurrency, NoPageHitsOnceTheWriterHasRemovedOneOfItsKeys) {
   EXPECT_EQ(CheckPages(index, *layout, pages.tokens, kPageSize, hits).total_hits, 0u);
 }
 
+// A page is present only if all its keys were present at one instant
+// (index-semantics.md, "Concurrency"). The writer makes each page's last
+// two keys take turns -- store A, remove A, store B, remove B, one event a
+// batch -- so that no page is ever whole, while readers ask for the pages
+// through every entry point: any hit is false. Each case takes another
+// path: tp1 pages (two keys, no summary), tp8 pages whose other 14 keys
+// stay (a summary entry, 16 keys), each stored under its group or under
+// none (an unknown group with stray keys: the first key looked up, then
+// the rest).
+struct TakingTurns {
+  uint32_t tp;
+  bool labelled;
+};
+
+class PageQueryTakingTurns : public ::testing::TestWithParam<TakingTurns> {};
+
+TEST_P(PageQueryTakingTurns, NoHitForAPageWhoseKeysWereNeverAllPresentAtOnce) {
+  constexpr size_t kTurnPages = 4;
+  // The writer takes turns until the readers have made this many queries
+  // (the race a query can lose lies between two of its lock holds, a few
+  // dozen nanoseconds: it takes many queries, and the writer's turns
+  // meanwhile, to land in it), or for 1 s at most. (page_query_test's
+  // KeysFoundInTwoLockHoldsNeverMakeAPageHit lands there every time.)
+  constexpr long kQueries = 1000000;
+  LayoutSpec spec;
+  spec.page_size = kPageSize;
+  spec.tp_size = GetParam().tp;
+  std::string error;
+  const std::unique_ptr<const Layout> layout = Layout::Create(spec, &error);
+  ASSERT_NE(layout, nullptr) << error;
+  std::vector<uint32_t> tokens(kTurnPages * kPageSize);
+  std::iota(tokens.begin(), tokens.end(), 7u);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  std::vector<std::vector<std::string>> keys;
+  std::vector<std::string> groups;
+  for (size_t page = 0; page < kTurnPages; ++page) {
+    keys.push_back(layout->KeysFor(hashes[page], page, kTurnPages));
+    groups.push_back(GetParam().labelled ? layout->GroupId(hashes[page]) : std::string());
+  }
+  const size_t n_keys = keys[0].size();
+  ASSERT_EQ(n_keys, GetParam().tp == 1 ? 2u : 16u);
+
+  Index index;
+  uint64_t sequence = 1;
+  auto apply = [&](EventKind kind, const std::string& key, const std::string& group) {
+    const Event event{kind, key, group, {}, "cpu"};
+    index.ApplyBatch(sequence++, std::span(&event, 1));
+  };
+  // Every key but the last two stays for the whole test.
+  for (size_t page = 0; page < kTurnPages; ++page) {
+    for (size_t k = 0; k + 2 < n_keys; ++k) apply(EventKind::kStored, keys[page][k], groups[page]);
+  }
+
+  std::atomic<bool> done{false};
+  std::atomic<long> false_hits{0};
+  std::atomic<long> queries{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      std::vector<uint8_t> hits(kTurnPages);
+      for (int q = r; !done.load(std::memory_order_acquire); ++q) {
+        size_t found = 0;
+        switch (q % 3) {
+          case 0: found = CheckPages(index, *layout, tokens, kPageSize, hits).total_hits; break;
+          case 1: found = CheckPrefix(index, *layout, tokens, kPageSize).prefix_hits; break;
+          default:
+            found = CheckPageHashes(
+                        index, *layout, kTurnPages, [&](size_t i) -> std::string_view { return hashes[i]; }, hits)
+                        .total_hits;
+        }
+        false_hits.fetch_add(static_cast<long>(found), std::memory_order_relaxed);
+        queries.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (queries.load(std::memory_order_relaxed) < kQueries && std::chrono::steady_clock::now() < deadline) {
+    for (size_t page = 0; page < kTurnPages; ++page) {
+      for (size_t k = n_keys - 2; k < n_keys; ++k) {
+        apply(EventKind::kStored, keys[page][k], groups[page]);
+        apply(EventKind::kRemoved, keys[page][k], groups[page]);
+      }
+    }
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(false_hits.load(), 0) << "of " << queries.load() << " queries";
+  EXPECT_GT(queries.load(), 1000);
+  // Whole at last: every entry point finds every page.
+  for (size_t page = 0; page < kTurnPages; ++page) {
+    for (size_t k = n_keys - 2; k < n_keys; ++k) apply(EventKind::kStored, keys[page][k], groups[page]);
+  }
+  std::vector<uint8_t> hits(kTurnPages);
+  EXPECT_EQ(CheckPages(index, *layout, tokens, kPageSize, hits).total_hits, kTurnPages);
+  EXPECT_EQ(CheckPrefix(index, *layout, tokens, kPageSize).prefix_hits, kTurnPages);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, PageQueryTakingTurns,
+                         ::testing::Values(TakingTurns{1, true}, TakingTurns{1, false}, TakingTurns{8, true},
+                                           TakingTurns{8, false}),
+                         [](const ::testing::TestParamInfo<TakingTurns>& info) {
+                           return "Tp" + std::to_string(info.param.tp) +
+                                  (info.param.labelled ? "UnderItsGroup" : "UnderNoGroup");
+                         });
+
 }  // namespace
 }  // namespace sci

@@ -287,7 +287,9 @@ TEST(ProductionFormat, UnknownEventTypeIsNotMalformedAndDropsItsKey) {
   EXPECT_EQ(stats.last_sequence, 2u);
 }
 
-TEST(ProductionFormat, UnknownEventTypeWithoutAKeyIsIgnored) {
+// It may have emptied anything of its tenant (index-semantics.md): a clear of
+// the tenant, the only safe reading.
+TEST(ProductionFormat, UnknownEventTypeWithoutAKeyClearsItsTenant) {
   Message m;
   m.pack.pack_array(3);
   m.pack.pack_int64(1);
@@ -298,8 +300,10 @@ TEST(ProductionFormat, UnknownEventTypeWithoutAKeyIsIgnored) {
   m.pack.pack_uint8(0);
   const Decoded d = Decode(m);
   ASSERT_TRUE(d.ok) << d.error;
-  EXPECT_EQ(d.message.events[0].kind, EventKind::kIgnored);
+  EXPECT_EQ(d.message.events[0].kind, EventKind::kTenantCleared);
+  EXPECT_EQ(d.message.events[0].tenant_id, "");
   EXPECT_EQ(d.message.unknown_event_types, 1u);
+  EXPECT_EQ(d.message.unknown_keyless_type, "heartbeat");
 }
 
 TEST(ProductionFormat, NegativeBlockHashesAndHugeSeqHashesAreAccepted) {

@@ -89,6 +89,8 @@ pub enum EventKind {
     Stored,
     Removed,
     AllCleared,
+    /// Every object of the event's tenant is gone (added in 1.2).
+    TenantCleared,
 }
 
 /// One object event of a batch, borrowing its strings.
@@ -137,6 +139,11 @@ impl<'a> Event<'a> {
         Event::new(sys::SCI_EVENT_ALL_CLEARED, &[])
     }
 
+    /// Every object of `tenant_id` is gone; other tenants stay (added in 1.2).
+    pub fn tenant_cleared<T: AsRef<[u8]> + ?Sized>(tenant_id: &'a T) -> Event<'a> {
+        Event::new(sys::SCI_EVENT_TENANT_CLEARED, &[]).tenant(tenant_id)
+    }
+
     /// The logical group (SGLang page) the object belongs to.
     pub fn group<G: AsRef<[u8]> + ?Sized>(mut self, group_id: &'a G) -> Event<'a> {
         self.raw.group_id = sci_str(group_id.as_ref());
@@ -149,7 +156,8 @@ impl<'a> Event<'a> {
         self
     }
 
-    /// Storage medium of the replica (informational).
+    /// Storage medium of the replica: read by an index whose residency is
+    /// [`Residency::PerMedium`](crate::Residency::PerMedium), informational otherwise.
     pub fn medium<M: AsRef<[u8]> + ?Sized>(mut self, medium: &'a M) -> Event<'a> {
         self.raw.medium = sci_str(medium.as_ref());
         self
@@ -160,6 +168,7 @@ impl<'a> Event<'a> {
             sys::SCI_EVENT_STORED => Some(EventKind::Stored),
             sys::SCI_EVENT_REMOVED => Some(EventKind::Removed),
             sys::SCI_EVENT_ALL_CLEARED => Some(EventKind::AllCleared),
+            sys::SCI_EVENT_TENANT_CLEARED => Some(EventKind::TenantCleared),
             _ => None,
         }
     }
@@ -204,6 +213,7 @@ impl Index {
         let raw_options = sys::sci_index_options {
             struct_size: struct_size::<sys::sci_index_options>(),
             max_entries: options.max_entries,
+            residency: options.residency.to_sys(),
         };
         let mut out = ptr::null_mut();
         // SAFETY: both pointers are valid for the call; the options are read

@@ -55,6 +55,6 @@ pub use handles::{
     abi_version, set_log_handler, version, Event, EventKind, Index, Layout, Subscriber, ABI_VERSION,
 };
 pub use layout_builder::{HitPolicy, LayoutBuilder, Pool};
-pub use options::{IndexOptions, LogLevel, Stats, SubscriberOptions};
+pub use options::{IndexOptions, LogLevel, Residency, Stats, SubscriberOptions};
 pub use pages::{PageHits, PageScratch, PageSummary};
 pub use shared_cache::{SharedCacheHits, SharedCacheIndex};

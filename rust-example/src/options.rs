@@ -10,6 +10,33 @@ pub struct IndexOptions {
     /// Most entries (present keys + groups) held at once; 0 = the library's
     /// default. Beyond it new entries are refused and counted, never wiped.
     pub max_entries: u64,
+    /// When a key stops being present (added in 1.2).
+    pub residency: Residency,
+}
+
+/// When a key stops being present: the rule to follow for the master's
+/// generation (added in 1.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Residency {
+    /// Any `removed` drops the key, whatever its medium: exact for
+    /// first-generation masters (Mooncake main), safe on both generations,
+    /// costing hits on a per-medium master (a key evicted from memory but
+    /// kept on disk reads absent). The default.
+    #[default]
+    Object,
+    /// A key is present while some medium holds it: exact for per-medium
+    /// (second-generation) masters; on a first-generation master it could
+    /// keep a removed key.
+    PerMedium,
+}
+
+impl Residency {
+    pub(crate) fn to_sys(self) -> u32 {
+        match self {
+            Residency::Object => sys::SCI_RESIDENCY_OBJECT as u32,
+            Residency::PerMedium => sys::SCI_RESIDENCY_PER_MEDIUM as u32,
+        }
+    }
 }
 
 /// Where and how a [`Subscriber`](crate::Subscriber) follows a publisher.
@@ -54,7 +81,11 @@ impl SubscriberOptions {
     /// the leader's events are read from `tcp://<leader ip>:<event_port>` and
     /// its snapshot from `http://<leader ip>:<admin_port>/get_all_keys`
     /// (admin port 0 = 9003). Every new leader clears the index and resyncs.
-    pub fn follow_leader(etcd_endpoints: impl Into<String>, event_port: u16, admin_port: u16) -> SubscriberOptions {
+    pub fn follow_leader(
+        etcd_endpoints: impl Into<String>,
+        event_port: u16,
+        admin_port: u16,
+    ) -> SubscriberOptions {
         let mut options = SubscriberOptions::new("");
         options.etcd_endpoints = etcd_endpoints.into();
         options.event_port = u32::from(event_port);
@@ -179,6 +210,12 @@ pub struct Stats {
     /// adopted, mislabelled keys): while a page may have one, telling it
     /// absent costs a key lookup more (gauge).
     pub stray_keys: u64,
+    /// Tenants emptied by a `cleared` event, or by an event of an unknown
+    /// type that names no key (added in 1.2).
+    pub tenant_clears: u64,
+    /// Per-medium residency: removals that left their key present on
+    /// another medium (added in 1.2).
+    pub medium_removals_kept: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -218,6 +255,8 @@ impl From<&sys::sci_stats> for Stats {
             tail_numbers: s.tail_numbers,
             groups_adopted: s.groups_adopted,
             stray_keys: s.stray_keys,
+            tenant_clears: s.tenant_clears,
+            medium_removals_kept: s.medium_removals_kept,
         }
     }
 }

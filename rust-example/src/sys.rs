@@ -8,9 +8,12 @@ pub const SCI_ERR_IO: i32 = 3;
 pub const SCI_ERR_NO_MEMORY: i32 = 4;
 pub const SCI_ERR_BUFFER_TOO_SMALL: i32 = 5;
 pub const SCI_ERR_INTERNAL: i32 = 6;
+pub const SCI_RESIDENCY_OBJECT: i32 = 0;
+pub const SCI_RESIDENCY_PER_MEDIUM: i32 = 1;
 pub const SCI_EVENT_STORED: i32 = 1;
 pub const SCI_EVENT_REMOVED: i32 = 2;
 pub const SCI_EVENT_ALL_CLEARED: i32 = 3;
+pub const SCI_EVENT_TENANT_CLEARED: i32 = 4;
 pub const SCI_HIT_ALL_PAGES: i32 = 0;
 pub const SCI_HIT_TRAILING_PAGES: i32 = 1;
 pub const SCI_LOG_DEBUG: i32 = 0;
@@ -147,12 +150,13 @@ pub struct sci_index {
 pub struct sci_index_options {
     pub struct_size: u32,
     pub max_entries: u64,
+    pub residency: u32,
 }
 #[test]
 fn bindgen_test_layout_sci_index_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_index_options>(),
-        16usize,
+        24usize,
         concat!("Size of: ", stringify!(sci_index_options))
     );
     assert_eq!(
@@ -194,6 +198,23 @@ fn bindgen_test_layout_sci_index_options() {
         );
     }
     test_field_max_entries();
+    fn test_field_residency() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_index_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).residency) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_index_options),
+                "::",
+                stringify!(residency)
+            )
+        );
+    }
+    test_field_residency();
 }
 extern "C" {
     pub fn sci_index_new(opts: *const sci_index_options, out: *mut *mut sci_index) -> sci_status;
@@ -1135,12 +1156,14 @@ pub struct sci_stats {
     pub tail_numbers: u64,
     pub groups_adopted: u64,
     pub stray_keys: u64,
+    pub tenant_clears: u64,
+    pub medium_removals_kept: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        248usize,
+        264usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1692,6 +1715,40 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_stray_keys();
+    fn test_field_tenant_clears() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tenant_clears) as usize - ptr as usize
+            },
+            248usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(tenant_clears)
+            )
+        );
+    }
+    test_field_tenant_clears();
+    fn test_field_medium_removals_kept() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).medium_removals_kept) as usize - ptr as usize
+            },
+            256usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(medium_removals_kept)
+            )
+        );
+    }
+    test_field_medium_removals_kept();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;

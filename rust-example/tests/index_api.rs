@@ -15,7 +15,7 @@ use common::{
 };
 use pure_rust_index as spec;
 use shared_cache_index::{
-    Event, Index, IndexOptions, Layout, LayoutBuilder, PageScratch, Pool, Status, Subscriber,
+    Event, Index, IndexOptions, Layout, LayoutBuilder, PageScratch, Pool, Residency, Status, Subscriber,
     SubscriberOptions,
 };
 
@@ -611,7 +611,7 @@ fn queries_from_many_threads_while_one_thread_applies() {
 
 #[test]
 fn index_capacity_refuses_beyond_max_entries() {
-    let index = Index::with_options(&IndexOptions { max_entries: 4 }).unwrap();
+    let index = Index::with_options(&IndexOptions { max_entries: 4, ..Default::default() }).unwrap();
     let keys: Vec<String> = (0..10).map(|i| format!("k{}", i)).collect();
     let events: Vec<Event> = keys.iter().map(Event::stored).collect();
     index.apply_events(1, &events).unwrap();
@@ -710,4 +710,30 @@ fn retarget_checks_its_arguments_and_switches() {
     assert!(index.stats().unwrap().resyncing);
     subscriber.retarget("tcp://127.0.0.1:9", "").unwrap();
     assert!(!index.stats().unwrap().resyncing);
+}
+
+#[test]
+fn per_medium_residency_keeps_a_key_on_disk_and_a_tenant_clear_takes_only_its_tenant() {
+    let options = IndexOptions { residency: Residency::PerMedium, ..Default::default() };
+    let index = Index::with_options(&options).unwrap();
+    let events = [
+        Event::stored("k").medium("cpu"),
+        Event::stored("k").medium("disk"),
+        Event::removed("k").medium("cpu"),
+        Event::stored("t").tenant("tenant-b").medium("cpu"),
+    ];
+    index.apply_events(1, &events).unwrap();
+    assert!(index.contains("", "k").unwrap(), "still on disk");
+    index.apply_events(2, &[Event::tenant_cleared("tenant-b")]).unwrap();
+    assert!(!index.contains("tenant-b", "t").unwrap());
+    assert!(index.contains("", "k").unwrap(), "another tenant's clear");
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.tenant_clears, stats.medium_removals_kept), (1, 1));
+
+    // The default, object rule: any removal drops the key.
+    let object = Index::new().unwrap();
+    let stored = [Event::stored("k").medium("cpu"), Event::stored("k").medium("disk")];
+    object.apply_events(1, &stored).unwrap();
+    object.apply_events(2, &[Event::removed("k").medium("cpu")]).unwrap();
+    assert!(!object.contains("", "k").unwrap());
 }

@@ -19,6 +19,10 @@ enum class EventKind : int32_t {
   kStored = 1,
   kRemoved = 2,
   kAllCleared = 3,
+  // Every object of the event's tenant is gone (other tenants stay): the
+  // second-generation `cleared`, or an event of a type the decoder does
+  // not know that names no key (it may have emptied anything).
+  kTenantCleared = 4,
   // Recognised but meaningless to an object index (an engine's block-hash
   // event, an unknown type tag): counted as ignored, never as malformed.
   kIgnored = 0,

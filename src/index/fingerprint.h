@@ -6,6 +6,15 @@
 // fingerprint is a fixed 16 bytes however long the key.
 // The tenant is folded in as the hash seed, so the same key in two tenants
 // gives two unrelated fingerprints.
+//
+// Tenant tags. Every fingerprint made with a tenant's seed also carries that
+// tenant's tag, 8 bits of the seed, in the low 8 bits of its high word (the
+// index shards by the high word's top bits and counts strays by its top 20,
+// tables place by the low word): the index finds one tenant's keys among
+// all of them by their tag when a tenant is cleared, without storing the
+// tenant per key. So 120 bits are hash: a false hit needs a 120-bit
+// collision within one tenant (about N / 2^120 per lookup). Two tenants
+// sharing a tag only make a clear of one drop the other's keys too: a miss.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +41,16 @@ struct Fingerprint {
 inline uint64_t TenantSeed(std::string_view tenant) {
   if (tenant.empty()) tenant = "default";
   return XXH3_64bits(tenant.data(), tenant.size());
+}
+
+// The tenant tag (see the top of this file).
+inline constexpr int kTenantTagShift = 0;
+inline constexpr uint64_t kTenantTagMask = uint64_t{0xFF} << kTenantTagShift;
+inline uint32_t TenantTag(uint64_t tenant_seed) { return static_cast<uint32_t>(tenant_seed & 0xFF); }
+inline uint32_t TenantTagOf(const Fingerprint& f) { return static_cast<uint32_t>((f.high & kTenantTagMask) >> kTenantTagShift); }
+// `high` with the tag of `tenant_seed` in place of its tag bits.
+inline uint64_t WithTenantTag(uint64_t high, uint64_t tenant_seed) {
+  return (high & ~kTenantTagMask) | (uint64_t{TenantTag(tenant_seed)} << kTenantTagShift);
 }
 
 // Keys that name a page carry its hash, a run of 64 hex digits, followed by
@@ -105,16 +124,18 @@ inline size_t FingerprintSplit(std::string_view bytes) {
 // (XXH3-128 over 79 bytes is a chain of dependent multiplies, in the way of
 // the probe). The writer gets the same fingerprint from the whole string.
 //
-// Collisions: the map from the NH sum to the fingerprint is a bijection, so
-// two digit runs collide only if their sums do; for page hashes (SHA-256
-// digests, 256 random bits in 64 digits) that is as likely as a 128-bit
-// collision, give or take a few bits. The digits are mixed as the bytes they
+// Collisions: the map from the NH sum to the fingerprint is a bijection but
+// for the 8 bits the tenant tag replaces, so two digit runs collide only if
+// 120 bits of their sums do; for page hashes (SHA-256 digests, 256 random
+// bits in 64 digits) that is as likely as a 120-bit collision, give or take
+// a few bits. The digits are mixed as the bytes they
 // are, case included, so "AB.." and "ab.." stay distinct strings. The
 // prefix and tenant enter through the secret; the construction differs from
 // XXH3's, so a hash-ended string cannot take a fingerprint of another shape
 // but by chance.
 struct HashEndSecret {
   uint64_t k[9];
+  uint64_t tenant_seed;  // for the tenant tag
 };
 
 inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view prefix) {
@@ -127,6 +148,7 @@ inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view pref
   const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), tenant_seed ^ kHashEndDomain);
   HashEndSecret secret;
   for (int i = 0; i < 9; ++i) secret.k[i] = kKeys[i] ^ h;
+  secret.tenant_seed = tenant_seed;
   return secret;
 }
 
@@ -148,13 +170,13 @@ inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char*
   for (int j = 0; j < 8; j += 2) sum += static_cast<Wide>(w[j] + secret.k[j]) * (w[j + 1] + secret.k[j + 1]);
   const auto low = static_cast<uint64_t>(sum);
   const auto high = static_cast<uint64_t>(sum >> 64);
-  return Fingerprint{SpreadBits(low ^ secret.k[8]), SpreadBits(high ^ low)};
+  return Fingerprint{SpreadBits(low ^ secret.k[8]), WithTenantTag(SpreadBits(high ^ low), secret.tenant_seed)};
 }
 
 // One part (head or tail) of a split key, or a whole key.
 inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes) {
   XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), tenant_seed);
-  return Fingerprint{h.low64, h.high64};
+  return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 
 // A split key's fingerprint from its parts' (the seed's domain differs from
@@ -163,7 +185,7 @@ inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerpri
   constexpr uint64_t kSplitDomain = 0x9E3779B97F4A7C15ull;
   const uint64_t parts[4] = {head.low, head.high, tail.low, tail.high};
   XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, tenant_seed ^ kSplitDomain);
-  return Fingerprint{h.low64, h.high64};
+  return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 
 // Where FingerprintOf split a key, and its head's part: what the index's

@@ -166,6 +166,20 @@ class FingerprintTable {
     --size_;
   }
 
+  // Calls f(key, value) for every entry of buckets [first, last) (bucket
+  // numbers below bucket_count()), erasing those it returns true for. An
+  // erase moves nothing, so a walk may go on bucket range by bucket range,
+  // with other erases between them (but no insertion: it may rebuild).
+  template <typename F>
+  void erase_if(size_t first, size_t last, F&& f) {
+    for (size_t b = first; b < last && b < n_buckets_; ++b) {
+      Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i) && f(bucket.keys[i], bucket.values[i])) erase(&bucket.values[i]);
+      }
+    }
+  }
+
   // Forgets every entry and frees the bucket array.
   void clear() {
     buckets_.reset();
@@ -255,7 +269,7 @@ class FingerprintTable {
       if (bytes >= kMapBytes) {
         ::munmap(buckets, MappedLength(bytes));
       } else {
-        std::free(buckets);
+        ::operator delete(buckets, std::align_val_t{alignof(Bucket)});
       }
     }
   };
@@ -264,7 +278,9 @@ class FingerprintTable {
   // An array of n empty buckets.
   static BucketArray AllocateBuckets(size_t n) {
     const size_t bytes = n * sizeof(Bucket);
-    void* memory = bytes >= kMapBytes ? Map(bytes) : std::aligned_alloc(alignof(Bucket), bytes);
+    // Small arrays from operator new (so a test that fails allocations
+    // reaches table growth too), large ones mapped.
+    void* memory = bytes >= kMapBytes ? Map(bytes) : ::operator new(bytes, std::align_val_t{alignof(Bucket)}, std::nothrow);
     if (memory == nullptr) throw std::bad_alloc();
     Bucket* buckets = static_cast<Bucket*>(memory);
     std::uninitialized_value_construct_n(buckets, n);

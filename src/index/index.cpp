@@ -8,7 +8,8 @@
 
 namespace sci {
 Index::Index(IndexOptions options)
-    : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries) {}
+    : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries),
+      residency_(options.residency) {}
 
 // ---------------------------------------------------------------- writer --
 
@@ -108,6 +109,13 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       counters_.events_applied.Add();
       Logf(LogLevel::kInfo, "all objects cleared by the publisher (batch %d)", sequence);
       return;
+    case EventKind::kTenantCleared:
+      ClearTenant(TenantSeed(event.tenant_id));
+      counters_.tenant_clears.Add();
+      counters_.events_applied.Add();
+      Logf(LogLevel::kInfo, "tenant '%s' cleared by the publisher (batch %d)",
+           event.tenant_id.empty() ? std::string_view("default") : event.tenant_id, sequence);
+      return;
     case EventKind::kStored:
     case EventKind::kRemoved:
       break;
@@ -133,11 +141,17 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   // fraction of a DRAM round trip per event instead of several.
   WarmUp(key, labelled ? &group : nullptr);
   if (event.kind == EventKind::kStored) MakeRoom(key, labelled ? &group : nullptr);
+  // Under the object rule every key's media stay unknown (0).
+  const MediaSet medium = residency_ == Residency::kPerMedium ? media_names_.BitOf(event.medium) : 0;
 
   {
     WriterLock lock(tables_lock_);
     if (event.kind == EventKind::kStored) {
-      StoreKey(key, labelled ? &group : nullptr, group_head);
+      StoreKey(key, labelled ? &group : nullptr, group_head, medium);
+    } else if (residency_ == Residency::kPerMedium && KeptOnAnotherMedium(key, medium)) {
+      // Still present: neither the key nor any group changes (a verified
+      // group keeps its fast path while every key is on some medium).
+      counters_.medium_removals_kept.Add();
     } else {
       RemoveKey(key, labelled ? &group : nullptr);
     }
@@ -167,9 +181,9 @@ void Index::WarmUp(const KeyName& key, const Fingerprint* group) const {
   const KeyTable& keys = key_shards_[ShardOf(packed)];
   // volatile: the lookups are wanted for their loads, not their answers.
   volatile bool sink = false;
-  const GroupRef* ref = keys.find(packed);
-  if (ref != nullptr && *ref != kNoGroup) {
-    const Fingerprint& current = group_of_ref_[*ref];
+  const KeyEntry* entry = keys.find(packed);
+  if (entry != nullptr && entry->group() != kNoGroup) {
+    const Fingerprint& current = refs_[entry->group()].group;
     sink = groups_.contains(PackedKey(current));
   }
   if (group != nullptr) sink = groups_.contains(PackedKey(*group));
@@ -230,8 +244,8 @@ bool Index::ReadyToAdopt(const Fingerprint& group, std::span<const Fingerprint> 
   if (!HasRoom() || held_.load(std::memory_order_relaxed) || groups_.contains(PackedKey(group))) return false;
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
-    const GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
-    if (ref == nullptr || *ref != kNoGroup) return false;
+    const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
+    if (entry == nullptr || entry->group() != kNoGroup) return false;
   }
   if (groups_.full()) SwapIn(tables_lock_, groups_, groups_.Grown());
   return true;
@@ -244,9 +258,9 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
   if (state == nullptr) return;  // no ref left
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
-    GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
-    if (*ref == state->ref) continue;  // a key the request named twice
-    *ref = state->ref;
+    KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
+    if (entry->group() == state->ref) continue;  // a key the request named twice
+    entry->set_group(state->ref);
     ++state->keys;
     // A stray under no group until now; under its head's group, no longer
     // (the request's keys are the head's: the query derived them from it).
@@ -267,12 +281,13 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
   counters_.groups_adopted.Add();
 }
 
-void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head) {
+void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head,
+                     MediaSet medium) {
   const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
-  GroupRef* ref = keys.find(packed);
-  const bool was_stray = ref != nullptr && IsStray(key, *ref);
-  if (ref == nullptr) {
+  KeyEntry* entry = keys.find(packed);
+  const bool was_stray = entry != nullptr && IsStray(key, entry->group());
+  if (entry == nullptr) {
     if (!HasRoom()) {
       // Refusing keeps the answer conservative: a key we do not hold can
       // only turn a hit into a miss. The group still learns that it has a
@@ -283,19 +298,27 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
       }
       return;
     }
-    ref = keys.insert_absent(packed, kNoGroup);
+    entry = keys.insert_absent(packed, KeyEntry{});
     key_count_.fetch_add(1, std::memory_order_relaxed);
+    ++keys_by_tag_[TenantTagOf(key.key)];
+  } else if (medium != 0 && entry->media() != 0) {
+    medium |= entry->media();  // one more medium holds it
   }
+  // A store with its medium unknown leaves the key's media unknown, which
+  // any removal drops; one with a known medium makes it the key's known
+  // media (a key stored on "cpu" is there until "cpu" is removed, whatever
+  // its other media).
+  entry->set_media(medium);
   // A new physical object of the group may be one a verification did not
   // see: the group must be proven again (AcquireGroup invalidates it). The
   // group the key leaves, even if it is the same one, loses a key it was
   // verified with.
-  // (AcquireGroup changes the group table only: `ref` stays valid.)
-  const GroupRef previous = *ref;
+  // (AcquireGroup changes the group table only: `entry` stays valid.)
+  const GroupRef previous = entry->group();
   GroupState* next = group != nullptr ? AcquireGroup(*group, group_head) : nullptr;
   const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
   if (previous != next_ref) {
-    *ref = next_ref;
+    entry->set_group(next_ref);
     if (next != nullptr) ++next->keys;
     // (`next` keeps a key, so this erases another group: an erase moves nothing.)
     if (previous != kNoGroup) DetachKey(previous);
@@ -311,14 +334,27 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   AddTail(key, next);
 }
 
+bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
+  const PackedKey packed(key.key);
+  KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
+  // Absent, or on media unknown, or removed from a medium without a number:
+  // whatever medium it was on, it may have been the last.
+  if (entry == nullptr || entry->media() == 0 || medium == 0) return false;
+  const MediaSet left = entry->media() & static_cast<MediaSet>(~medium);
+  if (left == 0) return false;
+  entry->set_media(left);
+  return true;
+}
+
 void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
-  if (GroupRef* found = keys.find(packed)) {
-    const GroupRef ref = *found;
+  if (KeyEntry* found = keys.find(packed)) {
+    const GroupRef ref = found->group();
     if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key));
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
+    --keys_by_tag_[TenantTagOf(key.key)];
     RemoveTail(key);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
@@ -387,7 +423,9 @@ PageTails Index::SummarisePage(uint64_t tenant_seed, const Fingerprint& head) {
   }
   PageTails page;
   for (uint32_t n = 0; n < n_tails; ++n) {
-    if (const GroupRef* ref = key_shards_[ShardOf(siblings[n])].find(siblings[n])) page.Add(static_cast<int>(n), *ref);
+    if (const KeyEntry* entry = key_shards_[ShardOf(siblings[n])].find(siblings[n])) {
+      page.Add(static_cast<int>(n), entry->group());
+    }
   }
   return page;
 }
@@ -457,7 +495,7 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group, const Fingerpri
     Invalidate(*state);
     return state;
   }
-  if (!HasRoom() || (free_refs_.empty() && group_of_ref_.size() > std::numeric_limits<GroupRef>::max())) {
+  if (!HasRoom() || (free_refs_.empty() && refs_.size() >= kGroupRefLimit)) {
     // Without a group state the page is still answered by its keys; it just
     // never takes the fast path.
     counters_.capacity_refusals.Add();
@@ -467,12 +505,13 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group, const Fingerpri
   if (!free_refs_.empty()) {
     ref = free_refs_.back();
     free_refs_.pop_back();
-    group_of_ref_[ref] = group;
-    head_of_ref_[ref] = named_head;
+    refs_[ref] = RefInfo{group, named_head};
   } else {
-    ref = static_cast<GroupRef>(group_of_ref_.size());
-    group_of_ref_.push_back(group);
-    head_of_ref_.push_back(named_head);
+    // Room to give every ref back first (DetachKey must not allocate), then
+    // the ref: either may throw, and then nothing changed.
+    if (free_refs_.capacity() < refs_.size()) free_refs_.reserve(std::max<size_t>(2 * refs_.size(), 64));
+    ref = static_cast<GroupRef>(refs_.size());
+    refs_.push_back(RefInfo{group, named_head});
   }
   GroupState state;
   state.generation = next_generation_++;
@@ -483,7 +522,7 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group, const Fingerpri
 }
 
 void Index::DetachKey(GroupRef ref) {
-  const Fingerprint group = group_of_ref_[ref];
+  const Fingerprint group = refs_[ref].group;
   GroupState* found = groups_.find(PackedKey(group));
   GroupState& state = *found;
   if (--state.keys > 0) {
@@ -528,6 +567,11 @@ void Index::DropAllVerification() {
 }
 
 void Index::ClearTables() {
+  EmptyTables();
+  ResetCursor();
+}
+
+void Index::EmptyTables() {
   // Verifications first, then the groups (nothing can be verified without
   // them), then the keys: while the keys go shard by shard, no group whose
   // keys are already gone can answer a hit.
@@ -557,10 +601,52 @@ void Index::ClearTables() {
     key_shards_[i].swap(gone);
   }
   // No key refers to any group now: every ref is free again.
-  group_of_ref_.resize(1);
-  head_of_ref_.resize(1);
+  refs_.resize(1);
   free_refs_.clear();
-  ResetCursor();
+  keys_by_tag_.fill(0);
+}
+
+void Index::ClearTenant(uint64_t tenant_seed) {
+  const uint32_t tag = TenantTag(tenant_seed);
+  if (keys_by_tag_[tag] == 0) return;  // nothing of the tenant's is present
+  if (keys_by_tag_[tag] == key_count_.load(std::memory_order_relaxed)) {
+    EmptyTables();  // every key is the tenant's (a pool of one tenant): no walk
+    return;
+  }
+  // Held a bounded run of buckets at a time, so readers wait for one run,
+  // never for the walk; each key goes with its group's invalidation in the
+  // same hold, as by a removal. Keys of another tenant with the same tag go
+  // too: a miss, never a false hit.
+  constexpr size_t kBucketsPerHold = 4096;
+  // The page summary first: an entry vouches for keys, so the tenant's go
+  // before any of its keys does (a page without one is checked key by key).
+  for (size_t b = 0;; b += kBucketsPerHold) {
+    WriterLock lock(tables_lock_);
+    if (b >= page_tails_.bucket_count()) {
+      summarised_count_.store(page_tails_.size(), std::memory_order_relaxed);
+      break;
+    }
+    page_tails_.erase_if(b, b + kBucketsPerHold,
+                         [tag](const PackedKey& head, PageTails&) { return TenantTagOf(head.Unpack()) == tag; });
+  }
+  // Stray counts (stray_keys.h) are left as they are: the tenant's keys
+  // are gone without their bytes, which the counts' slots need. A count too
+  // high only makes its pages check their keys.
+  for (size_t shard = 0; shard < kShards; ++shard) {
+    for (size_t b = 0; keys_by_tag_[tag] > 0; b += kBucketsPerHold) {
+      WriterLock lock(tables_lock_);
+      KeyTable& keys = key_shards_[shard];
+      if (b >= keys.bucket_count()) break;
+      // (The lambda runs within this hold; the analysis cannot see that.)
+      keys.erase_if(b, b + kBucketsPerHold, [&](const PackedKey& key, KeyEntry& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if (TenantTagOf(key.Unpack()) != tag) return false;
+        if (entry.group() != kNoGroup) DetachKey(entry.group());
+        key_count_.fetch_sub(1, std::memory_order_relaxed);
+        --keys_by_tag_[tag];
+        return true;
+      });
+    }
+  }
 }
 
 void Index::ResetCursor() {
@@ -612,9 +698,9 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
   KeyCheck check{true, group != kNoGroup};
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
-    const GroupRef* ref = key_shards_[ShardOf(packed)].find(packed);
-    if (ref == nullptr) return KeyCheck{};
-    check.all_under_group = check.all_under_group && *ref == group;
+    const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
+    if (entry == nullptr) return KeyCheck{};
+    check.all_under_group = check.all_under_group && entry->group() == group;
   }
   return check;
 }

@@ -19,9 +19,11 @@
 // clang's -Wthread-safety (abseil's annotations below; scripts/test.sh).
 //
 // Groups of keys. Each present key remembers the group it was stored under
-// as a 32-bit GroupRef (0 = none): a slot number the group keeps for as long
-// as any key refers to it, so it is exact (never another group's) while
-// costing 4 bytes per key instead of a 16-byte fingerprint. A group lives
+// as a 24-bit GroupRef (0 = none) in its entry (key_entry.h): a slot number
+// the group keeps for as long as any key refers to it, so it is exact (never
+// another group's) while costing 3 bytes per key instead of a 16-byte
+// fingerprint. The entry's other byte holds the key's media (per-medium
+// residency). A group lives
 // while keys refer to it. Every change to the set of keys stored under a
 // group -- a key stored, re-stored elsewhere or removed -- invalidates the
 // group (new generation, verification dropped), and a page query marks a
@@ -72,6 +74,8 @@
 #include "index/event.h"
 #include "index/fingerprint.h"
 #include "index/fingerprint_table.h"
+#include "index/key_entry.h"
+#include "index/media_names.h"
 #include "index/page_tails.h"
 #include "index/table_lock.h"
 #include "index/stats.h"
@@ -99,14 +103,23 @@ enum class SequenceRules {
   kMooncakeProduction,
 };
 
+// When a key stops being present (index-semantics.md, "Residency").
+enum class Residency : uint32_t {
+  // Any `removed` drops the key, whatever its medium: exact for masters that
+  // announce a removal once no replica is left (the first generation); for
+  // a per-medium master it can only cost hits. The default.
+  kObject = 0,
+  // A key is present while some medium holds it: `stored` adds its medium,
+  // `removed` takes it away. Exact for per-medium (second-generation)
+  // masters; on a first-generation one it could keep a removed key.
+  kPerMedium = 1,
+};
+
 struct IndexOptions {
   static constexpr uint64_t kDefaultMaxEntries = uint64_t{1} << 25;  // 33,554,432
   uint64_t max_entries = kDefaultMaxEntries;  // keys + groups
+  Residency residency = Residency::kObject;
 };
-
-// A present key's group: a slot number of the group table's, 0 for none.
-using GroupRef = uint32_t;
-inline constexpr GroupRef kNoGroup = 0;
 
 // What a query learned about a group before checking its keys.
 struct GroupProbe {
@@ -332,7 +345,7 @@ class Index {
 
   // Each table reads one line (keys) or one aligned pair of lines (groups)
   // per lookup, at an address prefetch() knows: fingerprint_table.h.
-  using KeyTable = FingerprintTable<GroupRef>;
+  using KeyTable = FingerprintTable<KeyEntry>;
   using GroupTable = FingerprintTable<GroupState>;
   using PackedKey = PackedFingerprint;
 
@@ -387,9 +400,18 @@ class Index {
     std::string_view head_bytes; // with split: the head (a view of the event's key)
   };
   static KeyName NameKey(uint64_t tenant_seed, std::string_view object_key);
-  // `group_head`: the head part `group` is named after (HeadNamedBy), or zero.
-  void StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head)
+  // `group_head`: the head part `group` is named after (HeadNamedBy), or
+  // zero. `medium`: the stored medium's bit under the per-medium rule (0:
+  // unknown, and always under the object rule).
+  void StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head, MediaSet medium = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Under the per-medium rule, takes `medium` (a bit; 0: unknown) off a
+  // present key and says whether it is still on another medium (then the
+  // removal changes nothing else). False: the key goes (RemoveKey).
+  bool KeptOnAnotherMedium(const KeyName& key, MediaSet medium) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // A tenant's `cleared`: every key with the tenant's tag (fingerprint.h)
+  // goes, as by a removal, a bounded run of the table at a time.
+  void ClearTenant(uint64_t tenant_seed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void RemoveKey(const KeyName& key, const Fingerprint* label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // The summary's side of StoreKey (`group`: the key's group now, or null)
   // and RemoveKey.
@@ -419,7 +441,7 @@ class Index {
   static Fingerprint HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key);
   // Whether present `key`, stored under `ref`, is a stray.
   bool IsStray(const KeyName& key, GroupRef ref) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
-    return key.split && (ref == kNoGroup || head_of_ref_[ref] != key.head);
+    return key.split && (ref == kNoGroup || refs_[ref].named_head != key.head);
   }
   // The fingerprint of the group named after `key`'s head (a split key made
   // from its bytes), which counts it while it is a stray.
@@ -432,8 +454,10 @@ class Index {
   void Invalidate(GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void DropAllVerification() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void ForgetVerification(const GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
-  // Takes tables_lock_ shard by shard.
+  // Takes tables_lock_ shard by shard. ClearTables also resets the cursor;
+  // EmptyTables leaves it alone (a tenant's clear inside a batch).
   void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void EmptyTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
   // Grows, ahead of a store, the key and group tables it may insert into,
@@ -449,6 +473,7 @@ class Index {
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const uint64_t max_entries_;
+  const Residency residency_;
 
   // Guards every table below: see "Concurrency" above.
   mutable TableLock tables_lock_;
@@ -466,15 +491,20 @@ class Index {
   // Stray keys by their head's group (stray_keys.h); 1 MiB, apart.
   StrayKeyCounts strays_ ABSL_GUARDED_BY(tables_lock_);
 
-  // Writer only (apply_mu_), never read by queries: the group each ref
-  // stands for, and the refs of erased groups, for reuse. A ref is reused
-  // only once no key refers to it. A deque grows in small blocks: no copy
-  // of the whole array, and no doubling slack.
-  std::deque<Fingerprint> group_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};  // [kNoGroup] unused
+  // Writer only (apply_mu_), never read by queries: what each ref stands
+  // for, and the refs of erased groups, for reuse. A ref is reused only
+  // once no key refers to it. A deque grows in small blocks: no copy of the
+  // whole array, and no doubling slack. One entry per ref holds both of its
+  // facts, so a failed allocation cannot leave them a ref apart; free_refs_
+  // has room for every ref (reserved as refs are made), so giving one back
+  // never allocates.
+  struct RefInfo {
+    Fingerprint group;       // the group the ref stands for
+    Fingerprint named_head;  // the head part its group is named after (zero: none), for IsStray
+  };
+  std::deque<RefInfo> refs_ ABSL_GUARDED_BY(apply_mu_) = {RefInfo{}};  // [kNoGroup] unused
   std::vector<GroupRef> free_refs_ ABSL_GUARDED_BY(apply_mu_);
-  // The head part each ref's group is named after (zero: none), for
-  // IsStray; and HeadGroupOf's last group-id prefix, with its secret.
-  std::deque<Fingerprint> head_of_ref_ ABSL_GUARDED_BY(apply_mu_) = {Fingerprint{}};
+  // HeadGroupOf's last group-id prefix, with its secret.
   std::string head_group_prefix_ ABSL_GUARDED_BY(apply_mu_);
   HashEndSecret head_group_secret_ ABSL_GUARDED_BY(apply_mu_){};
   uint64_t head_group_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
@@ -484,6 +514,12 @@ class Index {
   uint64_t tail_parts_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
   uint32_t tail_parts_known_ ABSL_GUARDED_BY(apply_mu_) = 0;  // tail_parts_[0, this) are for tail_parts_seed_
   bool tail_numbers_warned_ ABSL_GUARDED_BY(apply_mu_) = false;
+  // Medium numbers, for the per-medium rule.
+  MediaNames media_names_ ABSL_GUARDED_BY(apply_mu_);
+  // Present keys by tenant tag (fingerprint.h): a tenant's clear walks the
+  // key tables only when its tag holds some keys, and empties them whole
+  // when it holds them all.
+  std::array<uint64_t, 256> keys_by_tag_ ABSL_GUARDED_BY(apply_mu_) = {};
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};

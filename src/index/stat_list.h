@@ -60,7 +60,11 @@
   X(groups_adopted, uint64_t, COUNTER, WRITER,                                                                   \
     "Pages proven key by key with an unknown group (snapshot keys) given their group back: fast path again.") \
   X(stray_keys, uint64_t, GAUGE, TABLES,                                                                         \
-    "Page keys present outside their page's group (snapshot keys not yet adopted, mislabelled keys).")
+    "Page keys present outside their page's group (snapshot keys not yet adopted, mislabelled keys).")        \
+  X(tenant_clears, uint64_t, COUNTER, WRITER,                                                                    \
+    "Tenants emptied by a cleared event (or an event of an unknown type naming no key).")                       \
+  X(medium_removals_kept, uint64_t, COUNTER, WRITER,                                                             \
+    "Per-medium residency: removals that left their key present on another medium.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

@@ -42,11 +42,14 @@ class TailInterner {
   int Intern(const Fingerprint& id, std::string_view tail) {
     const int known = Find(id);
     if (known != kNone || count_ == kCapacity) return known;
+    // The copy first: if it throws, no number was given. (Numbered first, a
+    // failed copy left the number recorded while count_ stayed, and the next
+    // new tail took the same number: two tails sharing one summary bit.)
+    bytes_[count_] = std::string(tail);
     uint32_t slot = Home(id);
     while (slots_[slot].number != 0) slot = (slot + 1) % kSlots;
     slots_[slot].tail = id;
     slots_[slot].number = static_cast<uint8_t>(count_ + 1);  // stored + 1: 0 marks a free slot
-    bytes_[count_] = std::string(tail);
     return static_cast<int>(count_++);
   }
 

@@ -406,47 +406,36 @@ class Query {
     return ProveByKeys(pending, first_key);
   }
 
-  // Looks every key of the page up, kKeysPerRound at a time. An unknown
-  // group (SGLang most likely never stored the page) first looks up the
-  // first key alone: a missing page then costs one fingerprint and one
-  // lookup instead of a round of them. Either way a hit has checked every
-  // key. The group is marked verified under the lock hold of the last
-  // round, and only if every key was stored under it (its removal then
-  // reaches the group) -- refused if it changed since the probe: then the
-  // keys seen may not be the group's whole object set, but the page itself
-  // was proven present just now, so it still counts as a hit.
+  // Looks every key of the page up, all within one hold of the reader
+  // lock: a page is present only if all its keys were present at one
+  // instant (index-semantics.md, "Concurrency"), so a key the caller found
+  // in an earlier hold (`first_key`) is looked up again here -- between two
+  // holds a writer may have removed it and stored the next. An unknown
+  // group (SGLang most likely never stored the page) whose first key was
+  // not looked up yet looks it up alone first: a missing page then costs
+  // one fingerprint and one lookup instead of the page's. The group is
+  // marked verified in the same hold, and only if every key was stored
+  // under it (its removal then reaches the group) -- refused if it changed
+  // since the probe: then the keys seen may not be the group's whole object
+  // set, but the page itself was proven present just now, so it still
+  // counts as a hit.
   bool ProveByKeys(const PendingPage& pending, const KeyCheck* first_key) {
     const Layout::Level& level = *pending.level;
     SetKeyHash(pending.hash);
-    uint32_t first = level.first_suffix;
-    const uint32_t end = first + level.n_suffixes;
-    // Every key checked so far was stored under the probed group.
-    bool under_group = pending.probe.exists;
-    if (first_key != nullptr) {
-      under_group = under_group && first_key->all_under_group;
-      ++first;
-    } else if (!pending.probe.exists) {
-      if (!index_.ContainsKey(KeyFingerprint(first))) return false;
-      ++first;
+    if (first_key == nullptr && !pending.probe.exists && !index_.ContainsKey(KeyFingerprint(level.first_suffix))) {
+      return false;
     }
-    if (first == end) {
-      // Nothing left to look up (a one-key page): mark under its own hold.
-      if (under_group) Index::Reader(index_).MarkVerified(pending.group, pending.probe, level.id);
-      if (!pending.probe.exists) AskAdoptionOfProven(pending);
-      return true;
-    }
-    for (; first < end; first += kKeysPerRound) {
-      const uint32_t n = std::min(end - first, kKeysPerRound);
-      for (uint32_t k = 0; k < n; ++k) fingerprints_.at[k] = KeyFingerprint(first + k);
-      const std::span<const Fingerprint> keys(fingerprints_.at, n);
+    for (uint32_t k = 0; k < level.n_suffixes; ++k) page_keys_.at[k] = KeyFingerprint(level.first_suffix + k);
+    const std::span<const Fingerprint> keys(page_keys_.at, level.n_suffixes);
+    if (hooks_ != nullptr && hooks_->before_page_keys != nullptr) hooks_->before_page_keys(hooks_->user, pending.page);
+    {
       Index::Reader reader(index_);
       for (const Fingerprint& key : keys) reader.PrefetchKey(key);
-      const KeyCheck round = reader.CheckKeys(keys, pending.probe.ref);
-      if (!round.all_present) return false;
-      under_group = under_group && round.all_under_group;
-      if (first + n == end && under_group) reader.MarkVerified(pending.group, pending.probe, level.id);
+      const KeyCheck check = reader.CheckKeys(keys, pending.probe.ref);
+      if (!check.all_present) return false;
+      if (check.all_under_group) reader.MarkVerified(pending.group, pending.probe, level.id);
     }
-    if (!pending.probe.exists) AskAdoptionOfProven(pending);
+    if (!pending.probe.exists) AskAdoption(pending, keys, key_head_);
     return true;
   }
 
@@ -454,18 +443,10 @@ class Query {
   // always a page loaded from a snapshot: its keys carry no group) is asked
   // to be adopted into its group, so that its next queries take the fast
   // path (index.h, "Adoption"). `keys`: all of its keys; `head` their
-  // head, with split keys.
+  // head, with split keys. With no lock held (the queue may wake the writer).
   void AskAdoption(const PendingPage& pending, std::span<const Fingerprint> keys, const Fingerprint& head) {
     index_.RequestAdoption(pending.group, pending.level->id, keys, layout_.split_keys() ? &head : nullptr,
                            layout_.tenant_seed(), layout_.groups_named_by_key_heads());
-  }
-  // ... by ProveByKeys, right after its SetKeyHash of the page: its keys are
-  // fingerprinted again (ProveByKeys kept a round of them at a time).
-  void AskAdoptionOfProven(const PendingPage& pending) {
-    const Layout::Level& level = *pending.level;
-    if (level.n_suffixes > AdoptionQueue::kMaxKeysPerPage) return;
-    for (uint32_t k = 0; k < level.n_suffixes; ++k) adoption_keys_.at[k] = KeyFingerprint(level.first_suffix + k);
-    AskAdoption(pending, std::span<const Fingerprint>(adoption_keys_.at, level.n_suffixes), key_head_);
   }
 
   // Sets the page whose keys KeyFingerprint derives. With split keys its
@@ -499,17 +480,12 @@ class Query {
   static constexpr RequiredTails kUnsummarised{};
   RequiredTails tails_[kCachedLevels];
   bool tails_known_[kCachedLevels] = {};
-  // ProveByKeys' round of keys, written before it is read (uninitialized:
-  // see Round::keys).
-  union Fingerprints {
-    Fingerprints() {}
-    Fingerprint at[kKeysPerRound];
-  } fingerprints_;
-  // AskAdoption's keys (likewise uninitialized).
-  union AdoptionKeys {
-    AdoptionKeys() {}
-    Fingerprint at[AdoptionQueue::kMaxKeysPerPage];
-  } adoption_keys_;
+  // ProveByKeys' keys of one page (64 KiB at most), written before they
+  // are read (uninitialized: see Round::keys).
+  union PageKeys {
+    PageKeys() {}
+    Fingerprint at[Layout::kMaxKeysPerPage];
+  } page_keys_;
 };
 
 void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {
@@ -580,11 +556,11 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
 }
 
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
-                            uint32_t block_size) {
+                            uint32_t block_size, const PageQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
   TokenHashes hashes(layout, tokens, /*look_ahead=*/false);
   auto write_hash = std::ref(hashes);
-  Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, nullptr);
+  Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, hooks);
   const PageQueryResult result = query.Prefix();
   CountQuery(index, result, result.pages_examined);
   return result;

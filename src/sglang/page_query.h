@@ -49,12 +49,16 @@ struct PageQueryResult {
   size_t pages_examined = 0;  // pages hashed and looked up (CheckPrefix stops early)
 };
 
-// Test seam: called after a page's group has been probed and before its
-// keys are looked up, so a test can land an event in exactly that window.
-// Plain function pointer: costs one predictable branch when unset.
+// Test seams, so a test can land an event in exactly these windows. Plain
+// function pointers: each costs one predictable branch when unset.
 struct PageQueryHooks {
+  // After a page's group has been probed, before its keys are looked up.
   void (*after_group_probe)(void* user, size_t page) = nullptr;
-  void* user = nullptr;
+  void* user = nullptr;  // passed to both
+  // Before the lock hold in which a page not answered by its group or the
+  // summary has all its keys looked up (after any earlier look-up of some
+  // of them: what that saw must not count).
+  void (*before_page_keys)(void* user, size_t page) = nullptr;
 };
 
 // Pages a query will answer: the whole pages of the request, or 0 when
@@ -75,7 +79,7 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
 // request's whole pages; pages_examined those hashed (the run, plus the miss
 // that ended it). Counted as one query of pages_examined pages.
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
-                            uint32_t block_size);
+                            uint32_t block_size, const PageQueryHooks* hooks = nullptr);
 
 // Answers a request whose page hashes the caller already holds, in page
 // order. Their shape is checked once, where they enter the library (the C

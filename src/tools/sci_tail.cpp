@@ -101,6 +101,7 @@ std::string_view KindName(EventKind kind) {
     case EventKind::kStored: return "stored";
     case EventKind::kRemoved: return "removed";
     case EventKind::kAllCleared: return "all_cleared";
+    case EventKind::kTenantCleared: return "tenant_cleared";
     case EventKind::kIgnored: break;
   }
   return "ignored";

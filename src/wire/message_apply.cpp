@@ -1,8 +1,28 @@
 #include "wire/message_apply.h"
 
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 
 namespace sci {
+namespace {
+
+// Whether `type` is logged for the first time. An unknown key-less type
+// clears its tenant on every event, so it is worth a warning, but once per
+// type string (for the process; at most 64 types are remembered).
+bool FirstSightOfKeylessType(std::string_view type) {
+  static absl::Mutex mu;
+  static auto* seen = new absl::flat_hash_set<std::string>();
+  std::string name(type);
+  absl::MutexLock lock(&mu);
+  if (seen->contains(name) || seen->size() >= 64) return false;
+  seen->insert(std::move(name));
+  return true;
+}
+
+}  // namespace
 
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames, DecodedMessage& scratch,
                   std::string* error) {
@@ -20,6 +40,10 @@ bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames
     index.counters().ignored_events.Add(scratch.unknown_event_types);
     Logf(LogLevel::kDebug, "batch %d: %d events of an unknown type (their keys are dropped)", scratch.sequence,
          scratch.unknown_event_types);
+    if (!scratch.unknown_keyless_type.empty() && FirstSightOfKeylessType(scratch.unknown_keyless_type)) {
+      Logf(LogLevel::kWarn, "events of unknown type '%s' name no object key: each clears its tenant (batch %d)",
+           scratch.unknown_keyless_type, scratch.sequence);
+    }
   }
   // Only the production publisher numbers a batch after encoding it (see SequenceRules).
   const SequenceRules rules =

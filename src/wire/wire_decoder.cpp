@@ -147,7 +147,12 @@ class PayloadDecoder {
     if (f.has_event_type_field || f.has_object_key_field) return AddMooncakeEvent(i, f);
     if (!f.type.empty()) {
       if (!ClaimFormat(i, WireFormat::kEngine)) return false;
-      AddEvent(f.type == "AllBlocksCleared" ? EventKind::kAllCleared : EventKind::kIgnored);
+      if (f.type == "AllBlocksCleared" && !f.tenant_id.empty()) {
+        // A clear that names its tenant empties that tenant only.
+        out_->events.push_back(Event{EventKind::kTenantCleared, {}, {}, f.tenant_id, {}});
+      } else {
+        AddEvent(f.type == "AllBlocksCleared" ? EventKind::kAllCleared : EventKind::kIgnored);
+      }
       return true;
     }
     return Fail(absl::StrFormat("event %d is a map with none of event_type, object_key, type", i));
@@ -211,11 +216,19 @@ class PayloadDecoder {
       kind = EventKind::kStored;
     } else if (type == "removed" || (type.empty() && f.type == "BlockRemoved")) {
       kind = EventKind::kRemoved;
+    } else if (type == "cleared" || (type.empty() && f.type == "AllBlocksCleared")) {
+      kind = EventKind::kTenantCleared;  // the second generation's: every medium of the tenant is empty
     } else {
       // Unknown: whatever it did to the key, we no longer know the key is
-      // there, and "not there" can only cost a miss.
+      // there, and "not there" can only cost a miss. Without a key it may
+      // have emptied anything of its tenant: the tenant is cleared.
       ++out_->unknown_event_types;
-      kind = f.object_key.empty() ? EventKind::kIgnored : EventKind::kRemoved;
+      if (f.object_key.empty()) {
+        kind = EventKind::kTenantCleared;
+        if (out_->unknown_keyless_type.empty()) out_->unknown_keyless_type = type.empty() ? f.type : type;
+      } else {
+        kind = EventKind::kRemoved;
+      }
     }
     out_->events.push_back(Event{kind, f.object_key, f.group_id, f.tenant_id, f.medium});
     return true;
@@ -388,6 +401,7 @@ bool DecodeMessage(std::span<const std::span<const uint8_t>> frames, DecodedMess
   out->has_dp_rank = false;
   out->dp_rank = 0;
   out->unknown_event_types = 0;
+  out->unknown_keyless_type = {};
   if (frames.size() != kFrameCount) {
     return FailFrames(error, absl::StrFormat("message has %d frames, expected 3 (topic, sequence, payload)",
                                              frames.size()));

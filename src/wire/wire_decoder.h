@@ -21,7 +21,12 @@
 //     names an object key, that key's state is no longer known, so it is
 //     decoded as a removal of the key (with its group id, if any): the
 //     worst it can cost is a miss, where ignoring it could leave a false hit
-//     (an unknown "evicted", say). Without an object key it is kIgnored.
+//     (an unknown "evicted", say). Without an object key it is decoded as
+//     kTenantCleared of its tenant: it may have emptied anything there.
+//   - `event_type` "cleared" (or, without `event_type`, legacy `type`
+//     "AllBlocksCleared") is kTenantCleared: the second generation's
+//     "every medium of this tenant is empty". An engine-format map of type
+//     AllBlocksCleared clears its tenant if it names one, else everything.
 //   - `event_type` decides when it disagrees with the legacy `type`.
 //   - A v1 store or update whose replica list is empty leaves the object with
 //     no replica: decoded as a removal.
@@ -69,6 +74,9 @@ struct DecodedMessage {
   // Production events with an event type this decoder does not know (see
   // above: decoded as removals of their key, or kIgnored without one).
   uint32_t unknown_event_types = 0;
+  // The type of the first of them that named no key (decoded as a clear of
+  // its tenant), for the log; empty if none. A view into the frames.
+  std::string_view unknown_keyless_type;
 };
 
 // Decodes one ZeroMQ multipart message. On malformed input returns false and sets *error to a

@@ -423,7 +423,7 @@ fn common_prefix_pages(prompts: &[Vec<u32>], page: usize) -> usize {
 
 fn print_counters(s: &Stats) {
     println!("\nindex counters:");
-    let rows: [(&str, String); 20] = [
+    let rows: [(&str, String); 21] = [
         ("keys", s.keys.to_string()),
         (
             "groups (verified)",
@@ -451,6 +451,10 @@ fn print_counters(s: &Stats) {
         ("snapshot keys (last resync)", s.snapshot_keys.to_string()),
         ("groups adopted (snapshot pages)", s.groups_adopted.to_string()),
         ("stray keys (outside their group)", s.stray_keys.to_string()),
+        (
+            "tenant clears / medium removals kept",
+            format!("{} / {}", s.tenant_clears, s.medium_removals_kept),
+        ),
         ("resyncing", s.resyncing.to_string()),
         ("leader changes", s.leader_changes.to_string()),
     ];
