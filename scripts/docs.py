@@ -8,6 +8,10 @@
           <!-- end bench/results/table.md -->
       With --check, changes nothing and fails if a copy differs.
 
+  scripts/docs.py packages
+      Fails unless the README's table of install modes lists, for each mode
+      of scripts/install-deps.sh, the packages that mode adds.
+
   scripts/docs.py examples BUILD_DIR [FILE.md ...]
       Runs the examples of README.md and docs/operations.md (or the FILEs)
       and fails if one's output is not the output shown. An example is a
@@ -57,6 +61,27 @@ def table(check):
         sys.exit(f"not the table of {TABLE.relative_to(ROOT)}: {', '.join(map(str, stale))} "
                  "(scripts/docs.py table copies it)")
     print(("stale, rewrote: " if stale else "every copy is ") + (", ".join(map(str, stale)) or "current"))
+
+
+def packages():
+    """Each mode's packages in scripts/install-deps.sh against the README's table."""
+    script = (ROOT / "scripts/install-deps.sh").read_text()
+    readme = (ROOT / "README.md").read_text()
+    wrong = []
+    for mode in ("runtime", "build", "dev"):
+        array = re.search(rf"^{mode}_packages=\((.*?)^\)", script, re.S | re.M)
+        if array is None:
+            sys.exit(f"scripts/install-deps.sh: no {mode}_packages=( ... ) array")
+        listed = [line.split("#")[0].split() for line in array.group(1).splitlines()]
+        installed = [name for names in listed for name in names]
+        row = re.search(rf"^\| `{mode}`[^|]*\|[^|]*\| `([^`]*)` \|$", readme, re.M)
+        shown = row.group(1).split() if row else None
+        if shown != installed:
+            wrong.append(f"{mode}: install-deps.sh installs {' '.join(installed)}; README.md shows "
+                         f"{' '.join(shown) if shown else 'no row'}")
+    if wrong:
+        sys.exit("README.md's install modes differ from scripts/install-deps.sh:\n  " + "\n  ".join(wrong))
+    print("README.md lists the packages of every install mode")
 
 
 def fenced_blocks(path):
@@ -165,6 +190,7 @@ def main():
     sub = parser.add_subparsers(dest="job", required=True)
     table_parser = sub.add_parser("table", help="copy bench/results/table.md into the documents")
     table_parser.add_argument("--check", action="store_true", help="only check the copies")
+    sub.add_parser("packages", help="check the README's install modes against scripts/install-deps.sh")
     examples_parser = sub.add_parser("examples", help="run the documents' examples")
     examples_parser.add_argument("build", help="a build directory with the library and the tools")
     examples_parser.add_argument("files", nargs="*", type=Path, help="Markdown files (default: README.md, "
@@ -172,6 +198,8 @@ def main():
     args = parser.parse_args()
     if args.job == "table":
         table(args.check)
+    elif args.job == "packages":
+        packages()
     else:
         examples(args.build, [f.resolve() for f in args.files] or EXAMPLES_IN)
 
