@@ -75,9 +75,11 @@ stage() {  # name, command...
 
 stage "dependencies" scripts/install-deps.sh
 
+# (A stage's commands are chained with &&: errexit does not apply inside a
+# command whose status is tested, as stage tests it.)
 build_normal() {
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" -j"$jobs"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+    cmake --build "$build" -j"$jobs"
 }
 stage "build ($build)" build_normal
 
@@ -85,8 +87,8 @@ thread_safety() {
   cmake -S . -B build-thread-safety -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
-    -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
-  cmake --build build-thread-safety -j"$jobs" --target sci_objects
+    -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null &&
+    cmake --build build-thread-safety -j"$jobs" --target sci_objects
 }
 stage "lock discipline: clang -Wthread-safety (build-thread-safety)" thread_safety
 
