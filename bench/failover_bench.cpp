@@ -1,6 +1,6 @@
-// A Mooncake HA failover at 1M keys, everything real (issue 12's target:
-// hits restored within the lease, 5 s, plus 2 s after the old leader is
-// killed):
+// A Mooncake HA failover at 1M keys, everything real (the target, in
+// bench/README.md: hits restored within the lease, 5 s, plus 2 s after the
+// old leader is killed):
 //
 //   failover/tp8/keys:<n>
 //

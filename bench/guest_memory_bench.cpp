@@ -1,5 +1,5 @@
 // What this machine's memory does with the access pattern of the exact
-// path: not the library, the floor under it (bench/README.md, fifth pass).
+// path: not the library, the floor under it (bench/README.md, "Method").
 //
 //   guest_memory/lines:53MiB/<scattered|16_per_4KiB>/prefetched_256
 //   guest_memory/overlap/sha256_page/paired_with_16_prefetches
@@ -10,7 +10,7 @@
 // 16_per_4KiB: the lines come in runs of 16 within one random 4 KiB page
 // (a page's 16 keys, were they stored
 // together; in the query itself that placement made lookups slower:
-// bench/README.md, fifth pass). ns_per_line is the
+// CHANGELOG.md, 1.1.0, and bench/README.md's history). ns_per_line is the
 // throughput: how many lines the core keeps in flight at this latency.
 //
 // overlap: SHA-256 of one page message (288 bytes, as the query hashes

@@ -1,4 +1,4 @@
-// Resync at scale (issue 12; performance targets in bench/README.md): a
+// Resync at scale (performance targets in docs/performance.md): a
 // snapshot of N keys served over loopback HTTP (cpp-httplib, streamed, never
 // built whole) while a real ZeroMQ publisher streams stored events at a
 // fixed rate (>= 100k events/s), into a subscriber that loads the snapshot,

@@ -4,7 +4,8 @@
 #   bench/results/context.txt     date, CPU, cores, load average before and after
 #   bench/results/table.md        the performance.md targets table (measured)
 #   bench/check_pages.png         the cost plot (scripts/plot-bench.py)
-# then prints the table, to be copied into bench/README.md with the context.
+# then copies the table into README.md and bench/README.md (scripts/docs.py
+# table; a test fails while a copy differs) and prints it.
 #
 # usage: bench/run.sh [--quick] [build-dir]      (default build dir: build-bench)
 #   --quick  leave out the 10m index size (its index takes ~15 s to build and
@@ -60,4 +61,5 @@ run resync_bench --benchmark_filter=keys:1m "${repeat[@]}"
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/context.txt"
 /usr/bin/python3 "$root/scripts/plot-bench.py" "$out"/*.json --png "$root/bench/check_pages.png" > "$out/table.md"
+/usr/bin/python3 "$root/scripts/docs.py" table
 cat "$out/context.txt" "$out/table.md"

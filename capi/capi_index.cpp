@@ -167,8 +167,9 @@ sci_status sci_stats_format_prometheus(const sci_index* index, sci_str labels, c
     const std::string text = sci::FormatPrometheus(index->impl.GetStats(), label_text);
     *written = text.size();
     if (buf_cap < text.size() + 1) {
-      return Failf(SCI_ERR_BUFFER_TOO_SMALL, "sci_stats_format_prometheus: needs %d bytes, buf_cap is %d",
-                   text.size() + 1, buf_cap);
+      return Failf(SCI_ERR_BUFFER_TOO_SMALL,
+                   "sci_stats_format_prometheus: the text is %d bytes (*written), plus its NUL; buf_cap is %d",
+                   text.size(), buf_cap);
     }
     std::memcpy(buf, text.c_str(), text.size() + 1);
     return SCI_OK;

@@ -1,31 +1,82 @@
 #!/usr/bin/env bash
-# Installs every Debian package shared-cache-index needs to build, test,
-# benchmark and run its Rust example. Idempotent: packages already present
-# are skipped, so re-running it is cheap. It is the only set-up step.
+# Installs the Debian packages shared-cache-index needs (tested on Debian 12,
+# bookworm). Idempotent: packages already present are skipped, so re-running
+# it is cheap.
+#
+#   scripts/install-deps.sh [runtime | build | dev]
+#
+#   runtime  the shared libraries libshared_cache_index.so.1 links to
+#   build    build and install the library alone (-DSCI_BUILD_TESTS=OFF
+#            -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF)
+#   dev      the default: everything to build, test, benchmark and run the
+#            Rust example (what scripts/test.sh, scripts/demo.sh and CI use)
+#
+# Each mode includes the one before it. One package per line, so that a
+# package added or removed is a one-line change.
 set -euo pipefail
 
-packages=(
-  build-essential cmake pkg-config
-  libzmq3-dev cppzmq-dev          # ZeroMQ and its C++ binding
-  libmsgpack-cxx-dev              # msgpack decoding
-  libabsl-dev                     # flat_hash_map/set, hashing, Mutex
-  libssl-dev                      # SHA-256 from libcrypto
-  libxxhash-dev                   # XXH3-128 key fingerprints
-  libcurl4-openssl-dev            # snapshot downloads and the etcd leader view (resync, HA following)
-  googletest libgtest-dev libgmock-dev
-  libbenchmark-dev
-  abi-dumper abi-compliance-checker  # ABI baseline check (scripts/check-abi.sh)
-  nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
-  clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh), -Wthread-safety (scripts/test.sh)
-  etcd-server etcd-client         # a real etcd for the HA tests (tests/etcd_process.h)
-  libcpp-httplib-dev              # sci-publish's admin HTTP server and etcd calls; test HTTP
-  python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png
-  # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
-  # precedence), bindgen + rustfmt for scripts/regen-bindings.sh, and the
-  # crates it builds with offline from /usr/share/cargo/registry.
-  cargo rustc rustfmt bindgen
-  librust-serde-json-dev librust-dashmap-dev librust-sha2-dev
+mode=${1:-dev}
+
+runtime_packages=(
+  libabsl20220623        # flat_hash_map/set, hashing, Mutex
+  libcurl4               # snapshot downloads, the etcd leader view
+  libssl3                # SHA-256 (libcrypto)
+  libstdc++6
+  libzmq5                # ZeroMQ
 )
+
+build_packages=(
+  build-essential
+  cmake
+  pkg-config
+  libzmq3-dev
+  cppzmq-dev             # ZeroMQ's C++ binding
+  libmsgpack-cxx-dev     # msgpack decoding (header-only)
+  libabsl-dev
+  libssl-dev
+  libxxhash-dev          # XXH3-128 key fingerprints (header-only)
+  libcurl4-openssl-dev
+  nlohmann-json3-dev     # etcd's JSON answers (header-only)
+)
+
+dev_packages=(
+  libcpp-httplib-dev     # sci-publish's admin server and etcd calls; the tests' HTTP servers
+  googletest
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+  abi-dumper             # the ABI baseline check (scripts/check-abi.sh)
+  abi-compliance-checker
+  clang                  # -Wthread-safety (scripts/test.sh), libFuzzer (scripts/fuzz.sh)
+  libclang-rt-14-dev
+  etcd-server            # a real etcd for the HA tests (tests/etcd_process.h)
+  etcd-client
+  python3-matplotlib     # scripts/plot-bench.py draws bench/check_pages.png
+  # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
+  # precedence), bindgen and rustfmt for scripts/regen-bindings.sh, and the
+  # crates it builds with offline from /usr/share/cargo/registry.
+  cargo
+  rustc
+  rustfmt
+  bindgen
+  librust-serde-json-dev
+  librust-dashmap-dev
+  librust-sha2-dev
+)
+
+case $mode in
+  runtime) packages=("${runtime_packages[@]}") ;;
+  build) packages=("${runtime_packages[@]}" "${build_packages[@]}") ;;
+  dev) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${dev_packages[@]}") ;;
+  -h | --help)
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "install-deps: unknown mode \"$mode\" (runtime, build or dev)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -33,11 +84,11 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages already installed"
+  echo "install-deps ($mode): all ${#packages[@]} packages already installed"
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps ($mode): installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -12,6 +12,9 @@
 #   5. the whole ctest suite of the build of stage 2,
 #   6. the Rust example (rust-example/): bindings in sync with the header,
 #      then its cargo test against that build.
+# It ends with a summary: each stage, what passed (ctest's and the gtest
+# binaries' totals, cargo's test results) and its time; also when a stage
+# fails, which then ends the run.
 # Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 4 for
 # a quick local run.
 set -euo pipefail
@@ -19,32 +22,86 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-echo "== dependencies"
-scripts/install-deps.sh
+stage_logs=$(mktemp -d)
+stage_lines=()
 
-echo "== build ($build)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs"
+# What a stage's output says passed: ctest's "N tests failed out of T" lines,
+# gtest's "[  PASSED  ] N tests." lines (binaries run directly), cargo's
+# "test result:" lines; else "ok" or its exit status.
+passed() {  # log, status
+  awk -v status="$2" '
+    /^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+/ {
+      ctest_runs++; ctest_failed += $4; ctest_total += $NF }
+    /^\[  PASSED  \] [0-9]+ tests?\./ { gtest_runs++; gtest_passed += $4 }
+    /^test result: / {
+      cargo_runs++
+      for (i = 1; i <= NF; i++) {
+        if ($(i) ~ /^passed;?$/) cargo_passed += $(i - 1)
+        if ($(i) ~ /^failed;?$/) cargo_failed += $(i - 1)
+        if ($(i) ~ /^ignored;?$/) cargo_ignored += $(i - 1)
+      }
+    }
+    END {
+      out = ""
+      if (ctest_runs) out = sprintf("ctest %d of %d passed", ctest_total - ctest_failed, ctest_total) \
+                            (ctest_runs > 1 ? sprintf(" (%d runs)", ctest_runs) : "")
+      if (gtest_runs) out = out (out == "" ? "" : "; ") sprintf("gtest %d passed (%d binaries)", gtest_passed, gtest_runs)
+      if (cargo_runs) out = out (out == "" ? "" : "; ") \
+          sprintf("cargo %d passed, %d failed, %d ignored (%d test targets)", cargo_passed, cargo_failed, cargo_ignored, cargo_runs)
+      if (out == "") out = status == 0 ? "ok" : ""
+      if (status != 0) out = out (out == "" ? "" : "; ") "FAILED (exit " status ")"
+      print out
+    }' "$1"
+}
 
-echo "== lock discipline: clang -Wthread-safety (build-thread-safety)"
-cmake -S . -B build-thread-safety -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
-  -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build build-thread-safety -j"$jobs" --target sci_objects
+summary() {
+  echo
+  echo "== summary"
+  printf '%s\n' "${stage_lines[@]}"
+  rm -rf "$stage_logs"
+}
+trap summary EXIT
+
+# Runs one stage, its output shown and kept; a failure ends the run (after
+# the summary).
+stage() {  # name, command...
+  local name=$1 log=$stage_logs/${#stage_lines[@]}.log start=$SECONDS status=0
+  shift
+  echo "== $name"
+  "$@" 2>&1 | tee "$log" || status=$?
+  stage_lines+=("$(printf '%-62s %6ss  %s' "$name" $((SECONDS - start)) "$(passed "$log" "$status")")")
+  if [[ $status != 0 ]]; then exit "$status"; fi
+}
+
+stage "dependencies" scripts/install-deps.sh
+
+# (A stage's commands are chained with &&: errexit does not apply inside a
+# command whose status is tested, as stage tests it.)
+build_normal() {
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+    cmake --build "$build" -j"$jobs"
+}
+stage "build ($build)" build_normal
+
+thread_safety() {
+  cmake -S . -B build-thread-safety -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
+    -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null &&
+    cmake --build build-thread-safety -j"$jobs" --target sci_objects
+}
+stage "lock discipline: clang -Wthread-safety (build-thread-safety)" thread_safety
 
 if [[ ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
-  echo "== sanitizers"
-  scripts/test-sanitizers.sh all
+  stage "sanitizers: ASan+UBSan (ctest), TSan (gtest binaries)" scripts/test-sanitizers.sh all
 fi
 
-echo "== tests ($build)"
-ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900
+stage "tests ($build)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900
 
 # The Rust example links the library of this build (and runs its sci-publish).
 # cargo runs from inside the crate so it finds rust-example/.cargo/config.toml
 # (crates from Debian's packages, offline).
-echo "== rust example: bindings match the header; cargo test ($build)"
-scripts/regen-bindings.sh --check
+stage "rust example: bindings match the header" scripts/regen-bindings.sh --check
 build_dir=$(cd "$build" && pwd)
-(cd rust-example && SCI_LIB_DIR="$build_dir" cargo test --offline)
+cargo_test() { (cd rust-example && SCI_LIB_DIR="$build_dir" cargo test --offline); }
+stage "rust example: cargo test ($build)" cargo_test

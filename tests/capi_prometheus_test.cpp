@@ -83,6 +83,21 @@ TEST_F(Prometheus, TooSmallBufferWritesNothingAndReportsTheSize) {
   EXPECT_EQ(buf[0], 'Z');
 }
 
+// The error message and *written give one number: the text's length without
+// its NUL, as the header documents; a buffer of that size plus one suffices.
+TEST_F(Prometheus, TooSmallBufferMessageNamesTheLengthWrittenReports) {
+  size_t written = 0;
+  EXPECT_EQ(sci_stats_format_prometheus(index_, S(""), nullptr, 0, &written), SCI_ERR_BUFFER_TOO_SMALL);
+  const std::string error = sci_last_error();
+  EXPECT_NE(error.find("the text is " + std::to_string(written) + " bytes"), std::string::npos) << error;
+  EXPECT_EQ(error.find(std::to_string(written + 1)), std::string::npos) << error;
+  std::vector<char> exact(written);
+  EXPECT_EQ(sci_stats_format_prometheus(index_, S(""), exact.data(), exact.size(), &written),
+            SCI_ERR_BUFFER_TOO_SMALL);
+  std::vector<char> enough(written + 1);
+  EXPECT_EQ(sci_stats_format_prometheus(index_, S(""), enough.data(), enough.size(), &written), SCI_OK);
+}
+
 TEST_F(Prometheus, RejectsNullArguments) {
   size_t written = 0;
   char buf[8];

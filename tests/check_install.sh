@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix and builds a C consumer
 # against it six ways (after checking the .pc file names every library the
-# shared library needs): pkg-config shared / static (compiled and linked by the
+# shared library needs, and that --cflags holds nothing but -I): pkg-config shared / static (compiled and linked by the
 # C compiler driver), and find_package shared / static from a C-only CMake
 # project and from a mixed C/C++ one. Each consumer must run and print
 # "consumer OK"; the installed tools must run.
@@ -22,16 +22,27 @@ for tool in sci-tail sci-publish; do
 done
 echo "installed tools: sci-tail, sci-publish run"
 
-run() {  # name, binary
-  out=$("$2")
-  echo "$1: $out"
-  [[ $out == "consumer OK"* ]] || { echo "$1 failed"; exit 1; }
+run() {  # name, command
+  local name=$1; shift
+  out=$("$@")
+  echo "$name: $out"
+  [[ $out == "consumer OK"* ]] || { echo "$name failed"; exit 1; }
 }
 
-# pkg-config, shared: the rpath stands in for an ldconfig'd system path.
+# --cflags names the header's directory and nothing else: no private
+# dependency's definitions (abseil's -DNOMINMAX) reach the consumer.
+cflags=$(pkg-config --cflags shared_cache_index)
+for flag in $cflags; do
+  [[ $flag == -I* ]] || { echo "pkg-config --cflags leaks $flag (all: $cflags)"; exit 1; }
+done
+echo "pkg-config --cflags: $cflags"
+
+# pkg-config, shared, as the README shows it: the rpath from the .pc file's
+# libdir, so the binary runs from any prefix with no LD_LIBRARY_PATH.
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "$work/pc_shared" \
-  $(pkg-config --cflags --libs shared_cache_index) -Wl,-rpath,"$libdir"
-run "pkg-config shared" "$work/pc_shared"
+  $(pkg-config --cflags --libs shared_cache_index) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir shared_cache_index)"
+run "pkg-config shared" env -u LD_LIBRARY_PATH "$work/pc_shared"
 
 # Every library the shared library needs is named for static linking: a
 # dependency added to the build but forgotten in the .pc file fails here,

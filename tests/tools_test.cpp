@@ -80,6 +80,42 @@ TEST(Tools, HelpDocumentsEveryFlagAndExitsZero) {
   }
 }
 
+TEST(Tools, ShortHelpExitsZeroAsLongHelpDoes) {
+  for (const std::string& tool : {kPublish, kTail}) {
+    auto child = Child::Spawn({tool, "-h"});
+    ASSERT_NE(child, nullptr);
+    ASSERT_TRUE(child->Finish());
+    EXPECT_EQ(child->exit_code(), 0) << tool << child->err();
+    EXPECT_NE(child->out().find("usage: "), std::string::npos) << tool;
+  }
+}
+
+TEST(Tools, VersionPrintsTheToolAndTheLibraryVersion) {
+  for (const std::string name : {"sci-publish", "sci-tail"}) {
+    auto child = Child::Spawn({std::string(SCI_BINARY_DIR) + "/src/tools/" + name, "--version"});
+    ASSERT_NE(child, nullptr);
+    ASSERT_TRUE(child->Finish());
+    EXPECT_EQ(child->exit_code(), 0) << name;
+    EXPECT_EQ(child->out(), name + " " + sci_version() + "\n");
+  }
+}
+
+// The help is the prose (script syntax included) and then the flag table:
+// a flag's line that points at the syntax points up.
+TEST(Tools, PublishHelpPointsAtTheScriptSyntaxWhereItIs) {
+  auto child = Child::Spawn({kPublish, "--help"});
+  ASSERT_NE(child, nullptr);
+  ASSERT_TRUE(child->Finish());
+  const std::string& help = child->out();
+  const size_t syntax = help.find("Script (--script FILE");
+  const size_t flag = help.find("publish the events of FILE");
+  ASSERT_NE(syntax, std::string::npos) << help;
+  ASSERT_NE(flag, std::string::npos) << help;
+  EXPECT_LT(syntax, flag);
+  EXPECT_NE(help.find("syntax in \"Script\" above"), std::string::npos);
+  EXPECT_EQ(help.find("syntax below"), std::string::npos);
+}
+
 TEST(Tools, BadFlagsExitWithTwoAndSayWhy) {
   auto tail = Child::Spawn({kTail, "--endpoint", "ipc:///tmp/x", "--frobnicate"});
   ASSERT_NE(tail, nullptr);

@@ -85,7 +85,15 @@ std::string FormatPrometheus(const Stats& s, std::string_view labels) {
   };
   std::string out;
   out.reserve(4096);
-  const std::string label_block = labels.empty() ? std::string() : "{" + std::string(labels) + "}";
+  // Built by appending, not by operator+ on temporaries: GCC 12 reports a
+  // false -Wrestrict on `"{" + std::string(labels) + "}"` at -O2.
+  std::string label_block;
+  if (!labels.empty()) {
+    label_block.reserve(labels.size() + 2);
+    label_block.push_back('{');
+    label_block.append(labels);
+    label_block.push_back('}');
+  }
   for (const Metric& m : metrics) {
     absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s%s %d\n", m.name, m.help, m.name,
                           m.type, m.name, label_block, m.value);

@@ -4,13 +4,14 @@
 //
 //   --name value   --name=value   --switch
 //
-// A flag that takes a value always takes the next argument, even one that
+// `-h` is `--help`. A flag that takes a value always takes the next argument, even one that
 // starts with '-' (so `--script -` means stdin). A flag given twice keeps
 // every value (All) and answers Get with the last one.
 #pragma once
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "version.h"
 
 namespace sci::tools {
 
@@ -34,6 +36,7 @@ class CommandLine {
   static bool Parse(std::span<const FlagSpec> specs, int argc, char** argv, CommandLine* out, std::string* error) {
     for (int i = 1; i < argc; ++i) {
       std::string_view arg = argv[i];
+      if (arg == "-h") arg = "--help";  // the one short flag, as most tools accept it
       if (arg.substr(0, 2) != "--" || arg.size() == 2) {
         *error = absl::StrFormat("unexpected argument \"%s\" (flags start with --)", arg);
         return false;
@@ -149,6 +152,25 @@ inline std::string FlagHelp(std::span<const FlagSpec> specs) {
     absl::StrAppendFormat(&text, "%-*s%s\n", static_cast<int>(width + 2), left[i], specs[i].help);
   }
   return text;
+}
+
+// The flags every tool has, in its flag table: --help (also -h) and --version.
+inline constexpr FlagSpec kHelpFlag{"help", "", "print this help and exit (also -h)"};
+inline constexpr FlagSpec kVersionFlag{"version", "", "print the tool's name and the library version, and exit"};
+
+// Answers --help (usage, then the flag table) or --version on stdout. True if
+// it did: the tool then exits 0.
+inline bool PrintedHelpOrVersion(const CommandLine& flags, std::string_view tool, std::string_view usage,
+                                 std::span<const FlagSpec> specs) {
+  if (flags.Has(kHelpFlag.name)) {
+    std::fprintf(stdout, "%.*s%s", static_cast<int>(usage.size()), usage.data(), FlagHelp(specs).c_str());
+    return true;
+  }
+  if (flags.Has(kVersionFlag.name)) {
+    std::fprintf(stdout, "%.*s %s\n", static_cast<int>(tool.size()), tool.data(), SCI_VERSION_STRING);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace sci::tools

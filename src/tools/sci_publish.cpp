@@ -38,8 +38,8 @@ constexpr FlagSpec kFlags[] = {
     {"endpoint", "E", "where to publish, e.g. tcp://127.0.0.1:5557, tcp://127.0.0.1:* or ipc:///tmp/kv.ipc (required)"},
     {"bind", "", "bind the endpoint (the default; subscribers connect, as to a Mooncake master)"},
     {"connect", "", "connect to the endpoint instead (a subscriber that binds)"},
-    {"script", "FILE", "publish the events of FILE (- = stdin); syntax below"},
-    {"sglang-workload", "", "publish the objects of SGLang pages (layout and prompt flags below)"},
+    {"script", "FILE", "publish the events of FILE (- = stdin); syntax in \"Script\" above"},
+    {"sglang-workload", "", "publish the objects of SGLang pages (the layout: and workload: flags below)"},
     {"repeat", "N", "publish the script or workload N times, sequences continuing (default 1)"},
     {"rate", "EV/S", "events per second (default 0: as fast as possible)"},
     {"batch-size", "N", "most events per message, 1..64 (default 64, as the master)"},
@@ -78,7 +78,8 @@ constexpr FlagSpec kFlags[] = {
     {"etcd", "ENDPOINTS", "first win the leader election through etcd (comma-separated http://host:port)"},
     {"cluster-id", "ID", "election key mooncake-store/ID/master_view (default mooncake_cluster)"},
     {"advertise", "IP:PORT", "the RPC address the leader writes under the election key (required with --etcd)"},
-    {"help", "", "print this help"},
+    kHelpFlag,
+    kVersionFlag,
 };
 
 constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect] (--script FILE | --sglang-workload ... | --keep-running) [options]
@@ -467,10 +468,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
     return 2;
   }
-  if (flags.Has("help")) {
-    std::fprintf(stdout, "%s%s", kUsage, FlagHelp(kFlags).c_str());
-    return 0;
-  }
+  if (PrintedHelpOrVersion(flags, "sci-publish", kUsage, kFlags)) return 0;
   PublisherConfig config;
   MasterConfig master;
   Source published, restored;

@@ -44,7 +44,8 @@ constexpr FlagSpec kFlags[] = {
     {"cluster-id", "ID", "with --etcd: key mooncake-store/ID/master_view (default mooncake_cluster)"},
     {"event-port", "PORT", "with --etcd: the leader's event publisher port (required)"},
     {"admin-port", "PORT", "with --etcd: the leader's admin HTTP port (default 9003)"},
-    {"help", "", "print this help"},
+    kHelpFlag,
+    kVersionFlag,
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
@@ -389,10 +390,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
     return 2;
   }
-  if (flags.Has("help")) {
-    std::fprintf(stdout, "%s%s", kUsage, FlagHelp(kFlags).c_str());
-    return 0;
-  }
+  if (PrintedHelpOrVersion(flags, "sci-tail", kUsage, kFlags)) return 0;
   if (flags.Has("snapshot-url") || flags.Has("etcd") || flags.Has("event-port") || flags.Has("admin-port") ||
       flags.Has("cluster-id") || flags.Has("resync-min-interval-ms") || flags.Has("snapshot-timeout-ms")) {
     return FollowMain(flags);
