@@ -487,6 +487,57 @@ TEST(ResyncTest, MessagesDuringTheBackOffAreReplayedExactly) {
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "after"); }));
 }
 
+// "A message received on this connection since the clear": a connection
+// lost and made again proves nothing until a message comes on it (one
+// published before the new subscription reached the publisher would be
+// lost unseen), so the back-off's end does not start the download then;
+// the next message does.
+TEST(ResyncTest, AReconnectWithoutAMessageDoesNotProveTheSubscriptionLive) {
+  constexpr auto kBackOff = 1000ms;
+  SnapshotServer snapshot;
+  for (int i = 0; i < 10; ++i) snapshot.Add("k" + std::to_string(i));
+  const std::string endpoint = testing::UniqueIpcEndpoint("sci-resync");
+  auto publisher = std::make_unique<LoopbackPublisher>(endpoint);
+  Index index;
+  SubscriberOptions options;
+  options.endpoint = endpoint;
+  options.snapshot_url = snapshot.url();
+  options.resync_min_interval_ms = kBackOff.count();
+  options.snapshot_timeout_ms = 5000;
+  auto subscriber = StartSubscriber(index, options);
+  ASSERT_TRUE(publisher->AwaitSubscription());
+  const auto before_first = std::chrono::steady_clock::now();
+  publisher->SendBatch(1, {});
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }));
+  publisher->SendBatch(3, {});  // a gap: cleared; its batch proves this connection live
+  ASSERT_TRUE(WaitFor([&] {
+    const Stats now = index.GetStats();
+    return now.sequence_gaps == 1 && now.resyncing;
+  }));
+  publisher.reset();  // the connection goes before the back-off ends
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().subscriber_disconnects == 1; }));
+  if (std::chrono::steady_clock::now() >= before_first + kBackOff) {
+    GTEST_SKIP() << "the machine was too slow to lose the connection within the back-off";
+  }
+  publisher = std::make_unique<LoopbackPublisher>(endpoint);
+  ASSERT_TRUE(publisher->AwaitSubscription());
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().subscriber_connects == 2; }));
+
+  // Past the back-off, still connected, no message: no download.
+  const auto window = before_first + kBackOff + 300ms - std::chrono::steady_clock::now();
+  EXPECT_FALSE(WaitFor([&] { return snapshot.requests() == 2; },
+                       std::chrono::duration_cast<std::chrono::milliseconds>(window)));
+  EXPECT_TRUE(index.GetStats().resyncing);
+  EXPECT_FALSE(index.Contains({}, "k0"));
+
+  publisher->SendBatch(4, {});  // in sequence after 3, on the new connection
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 2; }));
+  const Stats s = index.GetStats();
+  EXPECT_EQ(s.sequence_gaps, 1u);
+  EXPECT_EQ(s.last_sequence, 4u);
+  EXPECT_TRUE(index.Contains({}, "k9"));
+}
+
 TEST(ResyncTest, RetargetMovesToAnotherMaster) {
   Master first, second;
   first.StoreLost("on-first");

@@ -99,16 +99,20 @@ Resync::Clock::duration Resync::Backoff() const {
   return interval * (uint64_t{1} << std::min(consecutive_failures_, kMaxBackoffDoublings));
 }
 
-bool Resync::DownloadDue(Clock::time_point now) const {
+bool Resync::ReadyToFetch() const {
   // Live: a message buffered, or the clear's own batch (nothing buffered
   // then, but the stream's last sequence is known, and the cursor resumes
   // there after the load).
-  if (phase_ != Phase::kWaiting || !live_ || (buffer_.empty() && !has_stream_sequence_)) return false;
+  return phase_ == Phase::kWaiting && live_ && (!buffer_.empty() || has_stream_sequence_);
+}
+
+bool Resync::DownloadDue(Clock::time_point now) const {
+  if (!ReadyToFetch()) return false;
   return !download_started_ever_ || now - last_download_start_ >= Backoff();
 }
 
 long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
-  if (phase_ != Phase::kWaiting || !live_ || (buffer_.empty() && !has_stream_sequence_)) return timeout_ms;
+  if (!ReadyToFetch()) return timeout_ms;
   long due_ms = 0;
   if (download_started_ever_) {
     const auto left = last_download_start_ + Backoff() - now;

@@ -124,7 +124,9 @@ class Resync {
   };
 
   void StartFetch(Clock::time_point now);
-  // When the download may start, if the subscription is live.
+  // Waiting, and the subscription proven live: only the back-off may delay
+  // the download.
+  bool ReadyToFetch() const;
   bool DownloadDue(Clock::time_point now) const;
   std::string Replay();  // empty, or why it failed
   void Fail(const std::string& why, Clock::time_point now, bool keep_buffer = false);
