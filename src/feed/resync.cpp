@@ -126,16 +126,18 @@ long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
 
 void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) {
   if (phase_ == Phase::kOff) return;
-  // Sequence gaps, each counted once. While a resync is active every message
-  // comes here, none to the index, so the pair (previous, this) is judged
-  // here only: against the last sequence the stream showed, which Begin-
-  // AfterClear takes over from the index's cursor (the batch that made the
-  // clear, whose own gap the index counted). The buffer never holds a gap
-  // (it restarts at one), and its replay begins with the cursor unset, so
-  // the index does not count these again; once the resync completes, the
-  // index's cursor is the last buffered sequence and the index judges the
-  // next message. A message without a readable sequence is judged by
-  // nobody here (the replay drops it as malformed).
+  // Sequence gaps, each counted once. Every pair of consecutive messages
+  // (previous, this) is judged by one side only: by the index when it
+  // applies `this`, else here. While a resync is active every message comes
+  // here, none to the index, and is judged against the last sequence the
+  // stream showed: BeginAfterClear takes it over from the index's cursor
+  // (the batch that made the clear, whose own gap the index counted), and it
+  // carries across failures. The buffer never holds a gap (it restarts at
+  // one) and its replay begins with the cursor unset, so the index does not
+  // count these again; once the resync completes, the index's cursor is the
+  // last buffered sequence (or resumes at the last one seen) and the index
+  // judges the next message. A message without a readable sequence is
+  // judged by nobody here (the replay drops it as malformed).
   uint64_t sequence = 0;
   const bool has_sequence = PeekSequence(frames, &sequence);
   if (has_sequence && has_stream_sequence_ && sequence != last_stream_sequence_ &&

@@ -56,8 +56,9 @@ struct ResyncOptions {
   static constexpr uint32_t kDefaultMinIntervalMs = 5000;
   static constexpr uint32_t kDefaultTimeoutMs = 60000;
   // Messages buffered while a resync waits and its snapshot downloads, in
-  // bytes (frames plus a per-message overhead). A live stream of 100k events/s is ~15 MB/s, so
-  // this holds several seconds of a busy master; beyond it the resync fails.
+  // bytes (frames plus a per-message overhead). A live stream of 100k
+  // events/s is ~15 MB/s, so this holds several seconds of a busy master;
+  // beyond it a running download fails (before one, the buffer restarts).
   static constexpr size_t kDefaultBufferBytes = size_t{64} << 20;
 
   std::string snapshot_url;  // empty = no resync (1.0 behaviour)
