@@ -487,6 +487,71 @@ TEST(ResyncTest, MessagesDuringTheBackOffAreReplayedExactly) {
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "after"); }));
 }
 
+// The burst, compressed: batches lost every now and then while
+// resyncs come and go (a gap clears a serving index, another fails a running
+// download or restarts a waiting buffer), then silence. Every lost run is
+// counted exactly once, whoever saw it, and the index is full again within
+// the (possibly doubled) back-off and a download, with no new event. With a
+// 1 ms back-off the gaps mostly meet running downloads and serving indexes;
+// with 50 ms, mostly a waiting buffer.
+class ResyncBurstTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ResyncBurstTest, ABurstLosingBatchesCountsEachGapOnceAndRecoversInSilence) {
+  const std::chrono::milliseconds kBackOff(GetParam());  // up to 16 x after failures in a row
+  Master master;
+  for (int i = 0; i < 200; ++i) master.StoreLost("k" + std::to_string(i));
+  Index index;
+  SubscriberOptions options = ResyncOptions(master);
+  options.resync_min_interval_ms = kBackOff.count();
+  auto subscriber = StartSubscriber(index, options);
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  master.Tick();
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }));
+
+  constexpr int kBatches = 3000;
+  int lost_runs = 0;
+  for (int i = 0; i < kBatches; ++i) {
+    if (i % 150 == 75) {  // a run of lost batches, one of them removing a key
+      master.SkipSequence();
+      master.SkipSequence();
+      master.snapshot().Erase("k" + std::to_string(i / 150));
+      ++lost_runs;
+    }
+    if (i % 150 == 100) {
+      master.Remove("k" + std::to_string(100 + i / 150));
+    } else {
+      master.Store("b" + std::to_string(i));
+    }
+  }
+  const uint64_t sent = 1 + kBatches;
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().messages_received == sent; }, 30s));
+  const auto burst_seen = std::chrono::steady_clock::now();
+
+  ASSERT_TRUE(WaitFor([&] {
+    const Stats now = index.GetStats();
+    return !now.resyncing && now.keys == 200 - 40 + kBatches - 20;
+  }));
+  const auto full = std::chrono::steady_clock::now();
+  ReportRecovery("burst_then_silence_recovery_ms", full - burst_seen);
+  EXPECT_LE(full - burst_seen, 16 * kBackOff + 1s);
+  const Stats s = index.GetStats();
+  EXPECT_EQ(s.messages_received, sent);
+  EXPECT_EQ(s.sequence_gaps, static_cast<uint64_t>(lost_runs));
+  EXPECT_EQ(s.last_sequence, 200 + 1 + kBatches + 2 * static_cast<uint64_t>(lost_runs));
+  for (int r = 0; r < 20; ++r) {
+    EXPECT_FALSE(index.Contains({}, "k" + std::to_string(r))) << r;         // removed in a lost batch
+    EXPECT_FALSE(index.Contains({}, "k" + std::to_string(100 + r))) << r;   // removed on the stream
+  }
+  EXPECT_TRUE(index.Contains({}, "k99"));
+  EXPECT_TRUE(index.Contains({}, "b0"));
+  EXPECT_TRUE(index.Contains({}, "b" + std::to_string(kBatches - 1)));
+  std::printf("burst: %d lost runs, sequence_gaps %llu, resyncs %llu, resync_failures %llu\n", lost_runs,
+              static_cast<unsigned long long>(s.sequence_gaps), static_cast<unsigned long long>(s.resyncs),
+              static_cast<unsigned long long>(s.resync_failures));
+}
+
+INSTANTIATE_TEST_SUITE_P(BackOffMs, ResyncBurstTest, ::testing::Values(1, 50));
+
 // "A message received on this connection since the clear": a connection
 // lost and made again proves nothing until a message comes on it (one
 // published before the new subscription reached the publisher would be
