@@ -363,9 +363,12 @@ typedef struct sci_subscriber_options {
  *
  * Resync (1.1, with snapshot_url or etcd_endpoints). At start and after
  * every clear (a gap, a publisher restart, a stale clear, an all-cleared
- * event, sci_index_clear) the subscriber waits for the first message on the
- * connection, buffers the stream from there (at most 64 MiB; more fails the
- * resync), downloads the snapshot with libcurl (streamed, never held whole;
+ * event, sci_index_clear) the subscriber waits for a message on the
+ * connection (it proves the subscription live; the batch that made the clear
+ * counts), buffers the stream from there (at most 64 MiB; more during the
+ * download fails the resync), and as soon as the back-off below allows --
+ * without waiting for a further message -- downloads the snapshot with
+ * libcurl (streamed, never held whole;
  * no redirect followed; no proxy from the environment), loads it (default
  * tenant, no group), replays the buffer (the first buffered message begins
  * a run, as after a gap), then serves. Until then every query answers miss
@@ -442,7 +445,7 @@ typedef struct sci_stats {
     uint64_t batches_applied;    /* batches applied (duplicates excluded) */
     uint64_t events_applied;     /* stored / removed / all-cleared events applied */
     uint64_t duplicate_batches;  /* batches ignored: same sequence as the last one */
-    uint64_t sequence_gaps;      /* gaps or regressions; each cleared the index */
+    uint64_t sequence_gaps;      /* gaps or regressions (while a resync waits or runs too) */
     uint64_t clears;             /* index emptied: gap, all-cleared, stale, sci_index_clear, OOM */
     uint64_t malformed_messages; /* messages dropped as malformed (nothing applied) */
     uint64_t ignored_events;     /* no object key, or a type the object index does not use */

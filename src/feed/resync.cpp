@@ -1,6 +1,7 @@
 #include "feed/resync.h"
 
 #include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -44,9 +45,12 @@ Resync::~Resync() {
 
 void Resync::Reset() {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
+  DropBuffer();
+}
+
+void Resync::DropBuffer() {
   buffer_.clear();
   buffer_bytes_ = 0;
-  has_buffered_sequence_ = false;
 }
 
 void Resync::Begin(Clock::time_point /*now*/) {
@@ -55,6 +59,23 @@ void Resync::Begin(Clock::time_point /*now*/) {
   index_.Hold();
   index_.counters().resyncing.Set(true);
   phase_ = Phase::kWaiting;
+  // A new history (start-up, a new leader, a clear that reset the cursor):
+  // nothing proves the subscription yet, and no sequence is known to follow.
+  live_ = false;
+  has_stream_sequence_ = false;
+}
+
+void Resync::BeginAfterClear(Clock::time_point now, bool connection_live) {
+  if (!enabled()) return;
+  const Stats before = index_.GetStats();  // Begin's hold unsets the cursor
+  Begin(now);
+  // A gap or an all-cleared event leaves the cursor at its batch: the
+  // stream goes on from there. A clear by hand or by the stale rule
+  // reset it: the next message begins a new history.
+  if (!before.has_sequence) return;
+  has_stream_sequence_ = true;
+  last_stream_sequence_ = before.last_sequence;
+  live_ = connection_live;
 }
 
 void Resync::SetUrl(std::string url) {
@@ -66,6 +87,8 @@ void Resync::SetUrl(std::string url) {
   options_.snapshot_url = std::move(url);
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
+  live_ = false;
+  has_stream_sequence_ = false;  // a new leader is a new sequence space
   index_.counters().resyncing.Set(false);
   // The caller decides what the index becomes; a hold must not outlive us.
   index_.Release();
@@ -76,38 +99,90 @@ Resync::Clock::duration Resync::Backoff() const {
   return interval * (uint64_t{1} << std::min(consecutive_failures_, kMaxBackoffDoublings));
 }
 
+bool Resync::ReadyToFetch() const {
+  // Live: a message buffered, or the clear's own batch (nothing buffered
+  // then, but the stream's last sequence is known, and the cursor resumes
+  // there after the load).
+  return phase_ == Phase::kWaiting && live_ && (!buffer_.empty() || has_stream_sequence_);
+}
+
+bool Resync::DownloadDue(Clock::time_point now) const {
+  if (!ReadyToFetch()) return false;
+  return !download_started_ever_ || now - last_download_start_ >= Backoff();
+}
+
+long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
+  if (!ReadyToFetch()) return timeout_ms;
+  long due_ms = 0;
+  if (download_started_ever_) {
+    const auto left = last_download_start_ + Backoff() - now;
+    // Rounded up, so that the wake-up is never just before the end.
+    if (left > Clock::duration::zero()) {
+      due_ms = static_cast<long>(std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX));
+    }
+  }
+  return timeout_ms < 0 ? due_ms : std::min(timeout_ms, due_ms);
+}
+
 void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) {
   if (phase_ == Phase::kOff) return;
-  if (phase_ == Phase::kWaiting) {
-    // Too early for another download: this message's effects will be in the
-    // snapshot fetched after it, so it can go.
-    if (download_started_ever_ && now - last_download_start_ < Backoff()) return;
-    // The subscription is live: from this message on, everything is kept.
-    StartFetch(now);
+  // Sequence gaps, each counted once. Every pair of consecutive messages
+  // (previous, this) is judged by one side only: by the index when it
+  // applies `this`, else here. While a resync is active every message comes
+  // here, none to the index, and is judged against the last sequence the
+  // stream showed: BeginAfterClear takes it over from the index's cursor
+  // (the batch that made the clear, whose own gap the index counted), and it
+  // carries across failures. The buffer never holds a gap (it restarts at
+  // one) and its replay begins with the cursor unset, so the index does not
+  // count these again; once the resync completes, the index's cursor is the
+  // last buffered sequence (or resumes at the last one seen) and the index
+  // judges the next message. A message without a readable sequence is
+  // judged by nobody here (the replay drops it as malformed).
+  uint64_t sequence = 0;
+  const bool has_sequence = PeekSequence(frames, &sequence);
+  if (has_sequence && has_stream_sequence_ && sequence != last_stream_sequence_ &&
+      sequence != last_stream_sequence_ + 1) {
+    index_.counters().sequence_gaps.Add();
+    const std::string why =
+        absl::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1, sequence);
+    if (phase_ == Phase::kFetching) {
+      Fail(why, now);  // and this message begins the next buffer, below
+    } else if (!buffer_.empty()) {
+      // No download yet: the snapshot will be taken after this message,
+      // which begins the buffer anew (and a run, when replayed).
+      Logf(LogLevel::kInfo, "resync: %s; the buffer restarts there", why);
+      DropBuffer();
+    }
   }
+  if (has_sequence) {
+    has_stream_sequence_ = true;
+    last_stream_sequence_ = sequence;
+  }
+  live_ = true;  // it came on the current connection
   size_t bytes = kBufferedOverheadBytes;
   for (const zmq::message_t& f : frames) bytes += f.size();
   if (buffer_bytes_ + bytes > options_.buffer_bytes) {
-    Fail(absl::StrFormat("the stream outran the download: buffer of %d bytes full", options_.buffer_bytes), now);
-    return;
-  }
-  uint64_t sequence = 0;
-  if (PeekSequence(frames, &sequence)) {
-    if (has_buffered_sequence_ && sequence != last_buffered_sequence_ &&
-        sequence != last_buffered_sequence_ + 1) {
-      Fail(absl::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_buffered_sequence_ + 1,
-                           sequence),
-           now);
-      return;
+    const std::string why =
+        absl::StrFormat("the stream outran the download: buffer of %d bytes full", options_.buffer_bytes);
+    if (phase_ == Phase::kFetching) {
+      Fail(why, now);
+    } else if (!buffer_.empty()) {
+      Logf(LogLevel::kInfo, "resync: %s before the download; the buffer restarts at this message", why);
+      DropBuffer();
     }
-    has_buffered_sequence_ = true;
-    last_buffered_sequence_ = sequence;
+    // Too large for the buffer on its own: dropped. It precedes the
+    // snapshot, which is all that needs (the cursor resumes after it if
+    // nothing follows).
+    if (bytes > options_.buffer_bytes) return;
   }
   Buffered message;
   message.frames.reserve(frames.size());
   for (zmq::message_t& f : frames) message.frames.push_back(std::move(f));
   buffer_.push_back(std::move(message));
   buffer_bytes_ += bytes;
+  // The subscription is live: the download starts now if the back-off allows
+  // (else Poll starts it when the back-off ends).
+  if (DownloadDue(now)) StartFetch(now);
 }
 
 void Resync::StartFetch(Clock::time_point now) {
@@ -123,15 +198,22 @@ void Resync::StartFetch(Clock::time_point now) {
 }
 
 bool Resync::Poll(Clock::time_point now) {
+  // The back-off may have ended with no message since: start now (issue 24).
+  if (DownloadDue(now)) {
+    StartFetch(now);
+    return false;
+  }
   if (phase_ != Phase::kFetching || fetch_ == nullptr || !fetch_->finished()) return false;
   if (!fetch_->ok()) {
-    Fail(absl::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now);
+    // What is buffered is still exact for the next download, taken after it.
+    Fail(absl::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now,
+         /*keep_buffer=*/true);
     return false;
   }
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.size();
-  if (!Replay()) {
-    Fail("sequence gap while replaying the buffered stream", now);
+  if (std::string why = Replay(); !why.empty()) {
+    Fail(why, now);
     return false;
   }
   Reset();
@@ -146,7 +228,7 @@ bool Resync::Poll(Clock::time_point now) {
   return true;
 }
 
-bool Resync::Replay() {
+std::string Resync::Replay() {
   // The download has finished: this thread is the index's only writer again.
   // Hold() left the cursor unset, so the first message begins a run.
   const Stats before = index_.GetStats();
@@ -158,15 +240,25 @@ bool Resync::Replay() {
     try {
       (void)ApplyMessage(index_, spans_, scratch_, nullptr);  // a malformed one is counted and dropped
     } catch (const std::bad_alloc&) {
-      return false;  // the index cleared itself; the resync starts over
+      return "out of memory replaying the buffered stream";  // the index cleared itself; the resync starts over
     }
-    if (index_.counters().sequence_gaps.Get() != before.sequence_gaps) return false;
+    if (index_.counters().sequence_gaps.Get() != before.sequence_gaps) {
+      return "sequence gap while replaying the buffered stream";
+    }
   }
-  return true;
+  // Nothing buffered (the clear's own batch proved the subscription, and
+  // the stream stayed quiet): the stream goes on after its last sequence,
+  // all of which came before the snapshot.
+  if (buffer_.empty() && has_stream_sequence_) index_.ResumeAt(last_stream_sequence_);
+  // Without a cursor the next live message would be accepted whatever was
+  // lost before it (a buffer of malformed messages only).
+  if (!index_.GetStats().has_sequence) return "no buffered message could be applied";
+  return {};
 }
 
-void Resync::Fail(const std::string& why, Clock::time_point /*now*/) {
-  Reset();
+void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_buffer) {
+  fetch_.reset();  // cancels and joins: nothing writes to the index after this
+  if (!keep_buffer) DropBuffer();
   index_.Hold();  // whatever was loaded goes: empty and answering miss
   ++consecutive_failures_;
   phase_ = Phase::kWaiting;

@@ -1,25 +1,38 @@
 // The resync state machine: refills a cleared index from a snapshot of the
 // master's keys and stays exact (docs/index-semantics.md, "Resync").
 //
-//   kOff ──Begin()──▶ kWaiting ──first message, slot open──▶ kFetching
-//     ▲                  ▲                                       │
-//     │                  └──── failure (counted, logged) ◀───────┤
-//     └──────────── snapshot loaded, buffer replayed ◀───────────┘
+//   kOff ──Begin()──▶ kWaiting ──subscription live, back-off over──▶ kFetching
+//     ▲                  ▲                                               │
+//     │                  └──────── failure (counted, logged) ◀───────────┤
+//     └────────────── snapshot loaded, buffer replayed ◀─────────────────┘
 //
-// Begin() empties and holds the index (every query answers miss) and waits
-// for the first message on the connection, which proves the subscription
-// live. Messages before it, and while a back-off runs, are dropped: their
-// effects are in the snapshot downloaded after them. That first message and
-// every later one are buffered (bounded) while SnapshotFetch downloads and
-// loads the snapshot; then the buffer is replayed in order with the
-// index's cursor unset, so the first buffered message begins a run (the
-// early-gap rule for the Mooncake format), and the hold is released.
+// Begin() empties and holds the index (every query answers miss). From the
+// first message on the connection, which proves the subscription live,
+// every message is buffered (bounded), in kWaiting too: the snapshot is
+// downloaded after them, and replaying a message older than the snapshot is
+// exact (a key it stores is in the snapshot or removed later in the buffer;
+// a key it removes is gone or stored later in the buffer). A clear made by
+// the stream itself (a gap, an all-cleared event: BeginAfterClear) on a
+// connection that delivered it is already proven live. The download starts
+// as soon as the subscription is live and the back-off is over: on a
+// message, or on Poll() once the back-off ends (the subscriber wakes for
+// it: PollTimeoutMs), so a master gone quiet is resynced all the same.
+// SnapshotFetch downloads and loads the snapshot; then the buffer is
+// replayed in order with the index's cursor unset, so the first buffered
+// message begins a run (the early-gap rule for the Mooncake format) -- or,
+// the buffer being empty, the cursor resumes at the last sequence the
+// stream showed -- and the hold is released.
 //
 // A failure -- the download's (status, time-out, truncation, malformed
-// body), a buffer overflow, a gap inside the buffer or during its replay --
-// is counted (resync_failures) and logged, leaves the index empty and held,
-// and the next download starts no earlier than resync_min_interval_ms after
-// the previous one, doubled per consecutive failure (up to 16 times).
+// body), a buffer overflow or a gap while it runs, a gap during the replay
+// -- is counted (resync_failures) and logged, leaves the index empty and
+// held, and the next download starts no earlier than resync_min_interval_ms
+// after the previous one, doubled per consecutive failure (up to 16 times).
+// While no download runs, a gap or an overflow only restarts the buffer at
+// the message that showed it (the snapshot comes after it: nothing lost).
+//
+// Sequence gaps the stream shows while a resync waits or runs are counted
+// here (sequence_gaps), each once: see OnMessage.
 //
 // Owned by the subscriber's thread; only SnapshotFetch runs elsewhere.
 #pragma once
@@ -42,9 +55,10 @@ namespace sci {
 struct ResyncOptions {
   static constexpr uint32_t kDefaultMinIntervalMs = 5000;
   static constexpr uint32_t kDefaultTimeoutMs = 60000;
-  // Messages buffered while a snapshot downloads, in bytes (frames plus a
-  // per-message overhead). A live stream of 100k events/s is ~15 MB/s, so
-  // this holds several seconds of a busy master; beyond it the resync fails.
+  // Messages buffered while a resync waits and its snapshot downloads, in
+  // bytes (frames plus a per-message overhead). A live stream of 100k
+  // events/s is ~15 MB/s, so this holds several seconds of a busy master;
+  // beyond it a running download fails (before one, the buffer restarts).
   static constexpr size_t kDefaultBufferBytes = size_t{64} << 20;
 
   std::string snapshot_url;  // empty = no resync (1.0 behaviour)
@@ -79,9 +93,29 @@ class Resync {
   // `frames` (the first `n_frames`).
   void OnMessage(std::span<zmq::message_t> frames, Clock::time_point now);
 
-  // After a wake-up: finishes a download that ended. True when a resync
-  // completed just now (the index serves again).
+  // Begin() after a clear the stream made (a gap, an all-cleared event),
+  // the index's cursor still at the batch that made it. `connection_live`:
+  // that batch came on the current connection, which proves the
+  // subscription live: the download needs no further message.
+  void BeginAfterClear(Clock::time_point now, bool connection_live);
+
+  // The connection the stream came on is gone: a message on the next one
+  // must prove the subscription live again before a download starts (what
+  // is buffered stays; the sequence check judges the next message).
+  void OnConnectionLost() { live_ = false; }
+
+  // Whether a message (or the clear) proved the subscription live since
+  // Begin() and no connection was lost since.
+  bool live() const { return live_; }
+
+  // Starts a download that is due; finishes one that ended. Call after
+  // every wake-up of the loop. True when a resync completed just now (the
+  // index serves again).
   bool Poll(Clock::time_point now);
+
+  // `timeout_ms` (the loop's own, -1 = none), shortened to the end of the
+  // back-off if a download waits for it.
+  long PollTimeoutMs(long timeout_ms, Clock::time_point now) const;
 
  private:
   enum class Phase { kOff, kWaiting, kFetching };
@@ -91,9 +125,14 @@ class Resync {
   };
 
   void StartFetch(Clock::time_point now);
-  bool Replay();
-  void Fail(const std::string& why, Clock::time_point now);
+  // Waiting, and the subscription proven live: only the back-off may delay
+  // the download.
+  bool ReadyToFetch() const;
+  bool DownloadDue(Clock::time_point now) const;
+  std::string Replay();  // empty, or why it failed
+  void Fail(const std::string& why, Clock::time_point now, bool keep_buffer = false);
   void Reset();  // stops the download, drops the buffer
+  void DropBuffer();
   Clock::duration Backoff() const;
 
   Index& index_;
@@ -104,8 +143,11 @@ class Resync {
   std::unique_ptr<SnapshotFetch> fetch_;
   std::vector<Buffered> buffer_;
   size_t buffer_bytes_ = 0;
-  bool has_buffered_sequence_ = false;
-  uint64_t last_buffered_sequence_ = 0;
+  bool live_ = false;  // see live()
+  // The last sequence the stream showed (buffered or not, across failures),
+  // for gap counting and for resuming the cursor with nothing buffered.
+  bool has_stream_sequence_ = false;
+  uint64_t last_stream_sequence_ = 0;
   bool download_started_ever_ = false;
   Clock::time_point last_download_start_{};
   uint32_t consecutive_failures_ = 0;

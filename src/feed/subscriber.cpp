@@ -253,7 +253,7 @@ class Subscriber::Loop {
                                 {data_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       const int n_items = data_.handle() != nullptr ? 3 : 1;
-      if (zmq_poll(items, n_items, PollTimeoutMs()) < 0) {
+      if (zmq_poll(items, n_items, resync_.PollTimeoutMs(PollTimeoutMs(), Clock::now())) < 0) {
         if (zmq_errno() == EINTR) continue;
         throw zmq::error_t();  // ETERM: Stop() was called
       }
@@ -272,6 +272,8 @@ class Subscriber::Loop {
       }
       CheckStale(Clock::now());
       ResyncIfCleared(Clock::now());
+      // A download due (its back-off over) starts here, message or not.
+      if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
       index_.AdoptRequestedGroups();  // what queries asked since the last message (index.h, "Adoption")
     }
   }
@@ -357,13 +359,17 @@ class Subscriber::Loop {
     const uint64_t clears = index_.counters().clears.Get();
     if (clears == seen_clears_) return;
     seen_clears_ = clears;
-    if (resync_.enabled() && !resync_.active()) resync_.Begin(now);
+    // trusted_: the batch that made it came on this connection, which
+    // proves the subscription live (the download needs no further message).
+    if (resync_.enabled() && !resync_.active()) resync_.BeginAfterClear(now, trusted_);
   }
 
   // The index serves again, as of the last buffered message.
   void OnResynced(Clock::time_point now) {
     seen_clears_ = index_.counters().clears.Get();
-    if (connected_) {
+    // A reconnect during the download with no message since: a loss on the
+    // new connection would go unseen; the stale rule decides.
+    if (connected_ && resync_.live()) {
       trusted_ = true;
     } else {
       trusted_ = false;
@@ -435,7 +441,7 @@ class Subscriber::Loop {
 
   void ApplyReceived(size_t n_frames) {
     if (resync_.active()) {
-      // Held for the resync (buffered, or dropped before it starts).
+      // Held for the resync (buffered, bounded).
       index_.counters().messages_received.Add();
       resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
       return;
@@ -476,6 +482,7 @@ class Subscriber::Loop {
     // connection it came on still counts, so it cannot be mistaken later for
     // a message proving the next connection.
     DrainData(-1);
+    resync_.OnConnectionLost();
     connected_ = false;
     index_.counters().subscriber_connected.Set(false);
     index_.counters().subscriber_disconnects.Add();

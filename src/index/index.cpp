@@ -82,6 +82,14 @@ void Index::Release() {
   held_.store(false, std::memory_order_relaxed);
 }
 
+void Index::ResumeAt(uint64_t sequence) {
+  WriterLock apply(apply_mu_);
+  has_sequence_ = true;
+  last_sequence_ = sequence;
+  last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
+  has_sequence_mirror_.store(true, std::memory_order_relaxed);
+}
+
 void Index::LoadKeys(std::span<const std::string_view> keys) {
   WriterLock apply(apply_mu_);
   const uint64_t seed = TenantSeed({});

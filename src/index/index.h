@@ -185,6 +185,10 @@ class Index {
   void Hold() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
   // Ends the hold: queries see the index again.
   void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // Sets the cursor to `sequence` as if that batch had just been applied;
+  // nothing else changes, nothing is counted. For a resync with nothing
+  // buffered: the stream goes on after the batch that made the clear.
+  void ResumeAt(uint64_t sequence) ABSL_LOCKS_EXCLUDED(apply_mu_);
   bool held() const { return held_.load(std::memory_order_relaxed); }
 
   // Stores `keys` in the default tenant under no group, leaving the cursor
