@@ -5,6 +5,8 @@
 //   memory/tp8_pages/keys:<size>  tp8 pages as SGLang stores them: 16 keys
 //                                 and one group per page, the groups' memory
 //                                 charged to the keys
+//   .../per_medium                the same under the per-medium residency
+//                                 rule (a key's media beside its group ref)
 //
 // bytes_per_key is (resident after filling - resident before) / keys. Before
 // measuring, malloc_trim hands memory freed by earlier runs back to the
@@ -27,14 +29,14 @@ namespace {
 
 enum class Shape { kKeysOnly, kTp8Pages };
 
-void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n) {
+void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency residency = Residency::kObject) {
   double bytes_per_key = 0, peak_bytes_per_key = 0;
   uint64_t groups = 0;
   for (auto _ : state) {
     malloc_trim(0);
     const bool peak_reset = ResetPeakResident();
     const uint64_t before = ResidentBytes();
-    auto index = std::make_unique<Index>(IndexOptions{.max_entries = 2 * n + 1});
+    auto index = std::make_unique<Index>(IndexOptions{.max_entries = 2 * n + 1, .residency = residency});
     uint64_t sequence = 1;
     if (shape == Shape::kKeysOnly) {
       FillWithForeignKeys(*index, n, &sequence);
@@ -67,6 +69,8 @@ BENCHMARK_CAPTURE(BM_MemoryPerKey, pages1m, Shape::kTp8Pages, 1'000'000)
     ->Name("memory/tp8_pages/keys:1m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m, Shape::kTp8Pages, 10'000'000)
     ->Name("memory/tp8_pages/keys:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m_per_medium, Shape::kTp8Pages, 10'000'000, Residency::kPerMedium)
+    ->Name("memory/tp8_pages/keys:10m/per_medium")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sci::bench

@@ -23,53 +23,22 @@
 #include "sglang/page_hash.h"
 #include "sglang/page_query.h"
 
+#include "replaced_operator_new.h"
+
 namespace {
 long g_fail_at = 0;     // the armed allocation that fails (1-based, counted over a whole scenario)
 long g_allocations = 0; // allocations made while armed, in this scenario
 bool g_armed = false;   // the writer is running
 bool g_failed = false;  // the armed allocation did fail
+}  // namespace
 
-void* Allocate(std::size_t size, std::size_t alignment) {
+void* sci_test::AllocateForTest(std::size_t size, std::size_t alignment) {
   if (g_armed && ++g_allocations == g_fail_at) {
     g_failed = true;
     return nullptr;
   }
-  if (size == 0) size = 1;
-  return alignment > alignof(std::max_align_t)
-             ? std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)
-             : std::malloc(size);
+  return HeapAllocate(size, alignment);
 }
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (void* p = Allocate(size, 0)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) {
-  if (void* p = Allocate(size, 0)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t size, std::align_val_t al) {
-  if (void* p = Allocate(size, static_cast<std::size_t>(al))) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size, std::align_val_t al) {
-  if (void* p = Allocate(size, static_cast<std::size_t>(al))) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return Allocate(size, 0); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return Allocate(size, 0); }
-void* operator new(std::size_t size, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return Allocate(size, static_cast<std::size_t>(al));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace sci {
 namespace {
