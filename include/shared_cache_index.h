@@ -326,12 +326,18 @@ typedef struct sci_subscriber_options {
  * must outlive the subscriber (stop it before freeing the index).
  *
  * Errors: SCI_ERR_INVALID_ARGUMENT for a NULL index / opts / out, a
- * struct_size too small for stale_after_ms, an empty endpoint, one with a
- * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX,
+ * struct_size too small for stale_after_ms, an endpoint that is not
+ * tcp://host:port or ipc://path (the message says so: "127.0.0.1:5557",
+ * "http://..."), one with a NUL byte or one ZeroMQ rejects, an interval above INT32_MAX,
  * an index that already has a subscriber (see below);
  * SCI_ERR_IO when the socket or thread cannot be created. An unreachable
  * tcp endpoint is not an error: ZeroMQ keeps reconnecting, and
  * subscriber_connected in sci_stats says whether it is connected.
+ * A subscriber stuck -- not connected, no leader known, or a resync
+ * waiting for a first message -- logs a warning once that has lasted
+ * stale_after_ms, then again after twice as long each time (up to 64
+ * times the grace), and an info line when it is over; a resync failure
+ * is logged each time (its retries back off, see Resync).
  *
  * Staleness. The index is trusted while connected and after a message on
  * the current connection has shown (through the sequence rule) that nothing

@@ -23,8 +23,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "common/log.h"
+#include "feed/endpoint_syntax.h"
 #include "feed/leader_follower.h"
 #include "feed/resync.h"
+#include "feed/stuck_report.h"
 #include "feed/wake_signal.h"
 #include "wire/message_apply.h"
 #include "wire/wire_decoder.h"
@@ -89,11 +91,7 @@ std::string CheckSnapshotUrl(const char* name, const std::string& url) {
 }
 
 std::string CheckEndpoint(const std::string& endpoint) {
-  if (endpoint.empty()) return "endpoint is empty";
-  if (endpoint.find('\0') != std::string::npos) {
-    return absl::StrFormat("endpoint \"%s\" contains a NUL byte", absl::CHexEscape(endpoint));
-  }
-  return {};
+  return CheckEndpointSyntax("endpoint", endpoint, EndpointUse::kConnect);
 }
 
 // What a leader view means for the subscriber: its event stream and its
@@ -139,7 +137,8 @@ class Subscriber::Loop {
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
-        resync_(index_, ResyncOptionsOf(options), wake_) {}
+        resync_(index_, ResyncOptionsOf(options), wake_),
+        stuck_(std::chrono::milliseconds(options.stale_after_ms)) {}
 
   // Configures and connects the SUB socket on the caller's thread. Without
   // an endpoint (etcd following, before the first view) there is no socket
@@ -249,6 +248,8 @@ class Subscriber::Loop {
     doubt_since_ = Clock::now();  // nothing has proved the index's contents yet
     seen_clears_ = index_.counters().clears.Get();
     while (true) {
+      // Before sleeping: the sleep must end in time for a warning that is due.
+      stuck_.Update(Clock::now(), StateForReport(), endpoint_for_logs_);
       zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
                                 {data_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -376,11 +377,24 @@ class Subscriber::Loop {
   // the thread sleeps in zmq_poll and only wakes for a message, a connection
   // change, the deadline, Stop() or a page to adopt.
   long PollTimeoutMs() const {
-    if (trusted_ || stale_handled_ || resync_.active()) return -1;
-    const auto left = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms) - Clock::now();
+    std::optional<Clock::time_point> deadline = stuck_.deadline();
+    if (!(trusted_ || stale_handled_ || resync_.active())) {
+      const Clock::time_point stale_at = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms);
+      if (!deadline || stale_at < *deadline) deadline = stale_at;
+    }
+    if (!deadline) return -1;
+    const auto left = *deadline - Clock::now();
     if (left <= Clock::duration::zero()) return 0;
     // Rounded up, so that the wake-up is never just before the deadline.
     return static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+  }
+
+  SubscriberState StateForReport() const {
+    SubscriberState state;
+    state.has_endpoint = data_.handle() != nullptr;
+    state.connected = connected_;
+    state.resync_waiting = resync_.waiting_for_first_message();
+    return state;
   }
 
   void DrainMonitor() {
@@ -549,6 +563,7 @@ class Subscriber::Loop {
   zmq::socket_t monitor_;
   int sockets_opened_ = 0;
   Resync resync_;  // after wake_ and the index: stops its download first when destroyed
+  StuckReport stuck_;  // the thread's own
 
   // ---- shared with Retarget() callers ----
   std::mutex retarget_mu_;

@@ -23,6 +23,7 @@
 #include "admin_server.h"
 #include "batch_publisher.h"
 #include "command_line.h"
+#include "feed/endpoint_syntax.h"
 #include "held_keys.h"
 #include "json_line.h"
 #include "leader_election.h"
@@ -303,6 +304,8 @@ bool LoadConfig(const CommandLine& flags, PublisherConfig* config, std::string* 
   }
   config->endpoint = flags.Get("endpoint");
   config->bind = !flags.Has("connect");
+  *error = CheckEndpointSyntax("--endpoint", config->endpoint, config->bind ? EndpointUse::kBind : EndpointUse::kConnect);
+  if (!error->empty()) return false;
   config->topic = flags.Get("topic");
   config->backend_id = flags.Get("backend-id", "mooncake-master-0");
   uint64_t batch = 0, linger = 0, hwm = 0;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "command_line.h"
 #include "encode/mooncake_payload_reader.h"
+#include "feed/endpoint_syntax.h"
 #include "index/index.h"
 #include "json_line.h"
 #include "wire/message_apply.h"
@@ -343,8 +344,13 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
     *error = "--resync-min-interval-ms and --snapshot-timeout-ms must be at least 1";
     return false;
   }
-  if (etcd && (event_port == 0 || admin_port == 0)) {
-    *error = "--etcd needs --event-port (1..65535) and an --admin-port of 1..65535";
+  // --admin-port has a default (9003); --event-port has none.
+  if (etcd && event_port == 0) {
+    *error = "--etcd needs --event-port PORT (the leader's event publisher port, 1..65535)";
+    return false;
+  }
+  if (etcd && admin_port == 0) {
+    *error = "--admin-port must be 1..65535 (the leader's admin HTTP port; default 9003)";
     return false;
   }
   options->endpoint = flags.Get("endpoint");
@@ -399,6 +405,8 @@ int Main(int argc, char** argv) {
   uint64_t max_messages = 0, timeout_ms = 0, connect_timeout_ms = 0, reconnect_ms = 0;
   if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {
     error = "--endpoint is required";
+  } else if (!(error = CheckEndpointSyntax("--endpoint", flags.Get("endpoint"), EndpointUse::kConnect)).empty()) {
+    // Said in words here, rather than as ZeroMQ's errno string later.
   } else if (flags.GetUint("max-messages", 0, UINT64_MAX, &max_messages, &error) &&
              flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &timeout_ms, &error) &&
              flags.GetUint("connect-timeout-ms", kDefaultConnectTimeoutMs, UINT64_MAX / 2, &connect_timeout_ms,
