@@ -316,6 +316,13 @@ typedef struct sci_subscriber_options {
     sci_str cluster_id;   /* etcd key "mooncake-store/<cluster_id>/master_view"; empty = "mooncake_cluster" */
     uint32_t event_port;  /* with etcd: the leader's event publisher port (required, 1..65535) */
     uint32_t admin_port;  /* with etcd: the leader's admin HTTP port; 0 = 9003 */
+
+    /* ---- 1.2 (read only when struct_size covers it) ---- */
+    sci_str redis_endpoint;   /* "redis://[:password@]host:port[/db]"; set (with `endpoint`,
+                                 `snapshot_url` and `etcd_endpoints` empty): follow the Mooncake HA
+                                 leader whose view is the Redis hash mooncake-store/{<cluster_id>}/master_view
+                                 (fields leader_address, view_version), with cluster_id, event_port and
+                                 admin_port as for etcd */
 } sci_subscriber_options;
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
@@ -369,13 +376,23 @@ typedef struct sci_subscriber_options {
  * under none): from its next query the page takes the fast path
  * (sci_stats.groups_adopted).
  *
- * HA following (1.1, with etcd_endpoints). The subscriber reads the
- * leader's RPC address "ip:port" from etcd (v3 JSON gateway, polled every
- * 500 ms), connects to tcp://ip:event_port and resyncs from
+ * HA following (1.1, with etcd_endpoints; 1.2, with redis_endpoint). The
+ * subscriber reads the leader's RPC address "ip:port" from etcd (v3 JSON
+ * gateway) or from Redis (HMGET leader_address view_version of the hash
+ * mooncake-store/{<ns>}/master_view, <ns> being cluster_id without a
+ * trailing '/' and with '{' and '}' replaced by '_'; a hash with only one of
+ * the two fields is no view), polled every 500 ms, each read bounded by 2 s;
+ * connects to tcp://ip:event_port and resyncs from
  * http://ip:admin_port/get_all_keys, and follows every change of the view
- * (a new leader is a new sequence space: clear, then resync; counted in
- * leader_changes). etcd unreachable: the current leader is kept (logged);
- * a malformed view is ignored (logged).
+ * (a new address or a new election -- etcd's create_revision, Redis'
+ * view_version -- is a new sequence space: clear, then resync; counted in
+ * leader_changes). The store unreachable: the current leader is kept
+ * (logged once per outage); a malformed view is ignored (logged). etcd_endpoints and redis_endpoint together are
+ * SCI_ERR_INVALID_ARGUMENT, as is a redis_endpoint that is not
+ * redis://[:password@]host[:port][/db] (rediss:// is not supported). A
+ * Kubernetes Lease is not read: an application that finds the leader
+ * itself calls sci_subscriber_retarget (README, "Following the Mooncake HA
+ * leader").
  *
  * One subscriber per index: the index has a single sequence cursor, so a
  * second subscriber to the same publisher would only add duplicates, and
@@ -384,7 +401,7 @@ typedef struct sci_subscriber_options {
  * therefore refused; after sci_subscriber_stop the index takes a new one.
  * Log lines (connects, disconnects, stale clears, malformed messages,
  * resyncs) come from the subscriber's thread through sci_set_log_callback,
- * and, with etcd_endpoints, those about the leader view from its leader
+ * and, with etcd_endpoints or redis_endpoint, those about the leader view from its leader
  * follower's thread (a callback may stop the subscriber from either). */
 sci_status sci_subscriber_start(sci_index *index,
                                 const sci_subscriber_options *opts,

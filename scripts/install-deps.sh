@@ -18,6 +18,8 @@ packages=(
   nlohmann-json3-dev              # tests read the golden captures' expected.jsonl
   clang libclang-rt-14-dev        # libFuzzer harnesses (scripts/fuzz.sh), -Wthread-safety (scripts/test.sh)
   etcd-server etcd-client         # a real etcd for the HA tests (tests/etcd_process.h)
+  libhiredis-dev                  # the leader view in Redis (HA following through Redis)
+  redis-server                    # a real Redis for the Redis HA tests (tests/redis_process.h)
   libcpp-httplib-dev              # sci-publish's admin HTTP server and etcd calls; test HTTP
   python3-matplotlib              # scripts/plot-bench.py draws bench/check_pages.png
   # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes

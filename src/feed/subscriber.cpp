@@ -24,7 +24,9 @@
 #include "absl/strings/match.h"
 #include "common/log.h"
 #include "feed/endpoint_syntax.h"
+#include "feed/etcd_view.h"
 #include "feed/leader_follower.h"
+#include "feed/redis_view.h"
 #include "feed/resync.h"
 #include "feed/stuck_report.h"
 #include "feed/wake_signal.h"
@@ -104,6 +106,27 @@ std::string LeaderSnapshotUrl(const std::string& host, uint32_t admin_port) {
   return absl::StrFormat("http://%s:%d/get_all_keys", host, admin_port);
 }
 
+// How long one read of the leader view may take (etcd or Redis): a small
+// multiple of the poll, so an unreachable store is noticed within seconds.
+constexpr uint32_t kViewRequestTimeoutMs = 2000;
+
+bool FollowsLeader(const SubscriberOptions& options) {
+  return !options.etcd_endpoints.empty() || !options.redis_endpoint.empty();
+}
+
+// The store the leader view is read from (CheckOptions has vetted it).
+std::unique_ptr<LeaderViewSource> MakeLeaderViewSource(const SubscriberOptions& options) {
+  if (!options.redis_endpoint.empty()) {
+    RedisAddress address;
+    std::string ignored;
+    (void)ParseRedisUrl(options.redis_endpoint, &address, &ignored);
+    return std::make_unique<RedisViewSource>(std::move(address), options.cluster_id,
+                                             std::chrono::milliseconds(kViewRequestTimeoutMs));
+  }
+  return std::make_unique<EtcdViewSource>(options.etcd_endpoints, options.cluster_id, kViewRequestTimeoutMs,
+                                          options.proxy_from_env);
+}
+
 ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   ResyncOptions r;
   r.snapshot_url = options.snapshot_url;
@@ -157,15 +180,11 @@ class Subscriber::Loop {
   // HA following: a thread of its own polls the leader view and retargets
   // this loop on every change. Called once, by Start(), after Run() began.
   void FollowLeader(const SubscriberOptions& options) {
-    LeaderFollowerOptions follow;
-    follow.etcd_endpoints = options.etcd_endpoints;
-    follow.cluster_id = options.cluster_id;
-    follow.poll_ms = options.etcd_poll_ms;
-    follow.proxy_from_env = options.proxy_from_env;
     const uint32_t event_port = options.event_port;
     const uint32_t admin_port = options.admin_port;
     follower_ = std::make_unique<LeaderFollower>(
-        index_share_, index_, std::move(follow), [this, event_port, admin_port](const LeaderView& view) {
+        index_share_, index_, MakeLeaderViewSource(options), options.etcd_poll_ms,
+        [this, event_port, admin_port](const LeaderView& view) {
           std::string why;
           // kIo: the subscriber is stopping; nothing to say.
           if (Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why) ==
@@ -598,18 +617,32 @@ namespace {
 // Checks every option; an empty string when they can work, else a message
 // naming the first one that cannot.
 std::string CheckOptions(const SubscriberOptions& options) {
-  const bool follow = !options.etcd_endpoints.empty();
-  if (follow) {
+  if (!options.etcd_endpoints.empty() && !options.redis_endpoint.empty()) {
+    return "redis_endpoint and etcd_endpoints are mutually exclusive: the leader view is read from one store";
+  }
+  if (FollowsLeader(options)) {
+    const bool redis = !options.redis_endpoint.empty();
+    const char* store_option = redis ? "redis_endpoint" : "etcd_endpoints";
     if (!options.endpoint.empty()) {
-      return absl::StrFormat("endpoint \"%s\" must be empty with etcd_endpoints: the leader's address comes from etcd",
-                             absl::CHexEscape(options.endpoint));
+      return absl::StrFormat("endpoint \"%s\" must be empty with %s: the leader's address comes from %s",
+                             absl::CHexEscape(options.endpoint), store_option, redis ? "Redis" : "etcd");
     }
     if (!options.snapshot_url.empty()) {
-      return "snapshot_url must be empty with etcd_endpoints: it is the leader's http://<ip>:<admin_port>/get_all_keys";
+      return absl::StrFormat(
+          "snapshot_url must be empty with %s: it is the leader's http://<ip>:<admin_port>/get_all_keys",
+          store_option);
     }
     for (const std::string& e : options.etcd_endpoints) {
       if (!IsHttpUrl(e)) {
         return absl::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
+      }
+    }
+    if (redis) {
+      RedisAddress address;
+      std::string why;
+      if (!ParseRedisUrl(options.redis_endpoint, &address, &why)) {
+        // Never quoted whole: the URL may hold a password.
+        return absl::StrFormat("redis_endpoint: %s (redis://[:password@]host:port[/db])", why);
       }
     }
     if (options.cluster_id.empty()) return "cluster_id is empty";
@@ -620,8 +653,8 @@ std::string CheckOptions(const SubscriberOptions& options) {
       }
     }
     if (options.event_port == 0 || options.event_port > 65535) {
-      return absl::StrFormat("event_port %d is not a port (1..65535; required with etcd_endpoints)",
-                             options.event_port);
+      return absl::StrFormat("event_port %d is not a port (1..65535; required with %s)", options.event_port,
+                             store_option);
     }
     if (options.admin_port == 0 || options.admin_port > 65535) {
       return absl::StrFormat("admin_port %d is not a port (1..65535)", options.admin_port);
@@ -675,7 +708,7 @@ std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, cons
       loop->Run();
       if (loop->owned_by_thread()) delete loop;
     });
-    if (!options.etcd_endpoints.empty()) subscriber->loop_->FollowLeader(options);
+    if (FollowsLeader(options)) subscriber->loop_->FollowLeader(options);
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {
