@@ -88,6 +88,17 @@ TEST(SubscriberStuck, AConnectionEndsTheWarningsAndIsLogged) {
                        std::chrono::milliseconds(4 * kGraceMs), 20ms));
 }
 
+TEST(SubscriberStuck, FollowingALeaderViewThatNamesNoLeaderIsWarned) {
+  LogCapture log;
+  Index index;
+  SubscriberOptions options;
+  options.redis_endpoint = "redis://127.0.0.1:1";  // nobody there: no view, hence no leader
+  options.event_port = 5557;
+  auto subscriber = Start(index, options);
+  ASSERT_TRUE(WaitFor([&] { return log.Count(LogLevel::kWarn, "no leader known after") >= 1; }, 5s));
+  EXPECT_GE(log.Count(LogLevel::kWarn, "leader view: Redis unreachable"), 1u);
+}
+
 TEST(SubscriberStuck, AResyncThatCannotStartIsWarned) {
   LogCapture log;
   Index index;
