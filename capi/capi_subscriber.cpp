@@ -44,12 +44,14 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
     if (opts->reconnect_ms != 0) options.reconnect_ms = opts->reconnect_ms;
     if (opts->reconnect_max_ms != 0) options.reconnect_max_ms = opts->reconnect_max_ms;
     if (opts->stale_after_ms != 0) options.stale_after_ms = opts->stale_after_ms;
-    // 1.1 fields: each read only when the caller's struct has it.
+    // 1.1 and 1.2 fields: each read only when the caller's struct has it.
 #define SCI_HAS(field) HasStructSize(opts->struct_size, SCI_FIELD_END(sci_subscriber_options, field))
     for (const auto& [name, has, in, value] :
          {std::tuple{"snapshot_url", SCI_HAS(snapshot_url), opts->snapshot_url, &options.snapshot_url},
           std::tuple{"etcd_endpoints", SCI_HAS(etcd_endpoints), opts->etcd_endpoints, &etcd_endpoints},
-          std::tuple{"cluster_id", SCI_HAS(cluster_id), opts->cluster_id, &cluster_id}}) {
+          std::tuple{"cluster_id", SCI_HAS(cluster_id), opts->cluster_id, &cluster_id},
+          // 1.2: a caller compiled before it gets 1.1's behaviour (no Redis).
+          std::tuple{"redis_endpoint", SCI_HAS(redis_endpoint), opts->redis_endpoint, &options.redis_endpoint}}) {
       if (!has) continue;
       std::string_view view;
       if (!ToView(in, &view)) {

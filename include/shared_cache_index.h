@@ -334,6 +334,13 @@ typedef struct sci_subscriber_options {
     sci_str cluster_id;   /* etcd key "mooncake-store/<cluster_id>/master_view"; empty = "mooncake_cluster" */
     uint32_t event_port;  /* with etcd: the leader's event publisher port (required, 1..65535) */
     uint32_t admin_port;  /* with etcd: the leader's admin HTTP port; 0 = 9003 */
+
+    /* ---- 1.2 (read only when struct_size covers it) ---- */
+    sci_str redis_endpoint;   /* "redis://[:password@]host:port[/db]"; set (with `endpoint`,
+                                 `snapshot_url` and `etcd_endpoints` empty): follow the Mooncake HA
+                                 leader whose view is the Redis hash mooncake-store/{<cluster_id>}/master_view
+                                 (fields leader_address, view_version), with cluster_id, event_port and
+                                 admin_port as for etcd */
 } sci_subscriber_options;
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
@@ -344,12 +351,18 @@ typedef struct sci_subscriber_options {
  * must outlive the subscriber (stop it before freeing the index).
  *
  * Errors: SCI_ERR_INVALID_ARGUMENT for a NULL index / opts / out, a
- * struct_size too small for stale_after_ms, an empty endpoint, one with a
- * NUL byte or one ZeroMQ rejects ("bogus://x"), an interval above INT32_MAX,
+ * struct_size too small for stale_after_ms, an endpoint that is not
+ * tcp://host:port or ipc://path (the message says so: "127.0.0.1:5557",
+ * "http://..."), one with a NUL byte or one ZeroMQ rejects, an interval above INT32_MAX,
  * an index that already has a subscriber (see below);
  * SCI_ERR_IO when the socket or thread cannot be created. An unreachable
  * tcp endpoint is not an error: ZeroMQ keeps reconnecting, and
  * subscriber_connected in sci_stats says whether it is connected.
+ * A subscriber stuck -- not connected, no leader known, or a resync
+ * waiting for a first message -- logs a warning once that has lasted
+ * stale_after_ms, then again after twice as long each time (up to 64
+ * times the grace), and an info line when it is over; a resync failure
+ * is logged each time (its retries back off, see Resync).
  *
  * Staleness. The index is trusted while connected and after a message on
  * the current connection has shown (through the sequence rule) that nothing
@@ -384,13 +397,23 @@ typedef struct sci_subscriber_options {
  * under none): from its next query the page takes the fast path
  * (sci_stats.groups_adopted).
  *
- * HA following (1.1, with etcd_endpoints). The subscriber reads the
- * leader's RPC address "ip:port" from etcd (v3 JSON gateway, polled every
- * 500 ms), connects to tcp://ip:event_port and resyncs from
+ * HA following (1.1, with etcd_endpoints; 1.2, with redis_endpoint). The
+ * subscriber reads the leader's RPC address "ip:port" from etcd (v3 JSON
+ * gateway) or from Redis (HMGET leader_address view_version of the hash
+ * mooncake-store/{<ns>}/master_view, <ns> being cluster_id without a
+ * trailing '/' and with '{' and '}' replaced by '_'; a hash with only one of
+ * the two fields is no view), polled every 500 ms, each read bounded by 2 s;
+ * connects to tcp://ip:event_port and resyncs from
  * http://ip:admin_port/get_all_keys, and follows every change of the view
- * (a new leader is a new sequence space: clear, then resync; counted in
- * leader_changes). etcd unreachable: the current leader is kept (logged);
- * a malformed view is ignored (logged).
+ * (a new address or a new election -- etcd's create_revision, Redis'
+ * view_version -- is a new sequence space: clear, then resync; counted in
+ * leader_changes). The store unreachable: the current leader is kept
+ * (logged once per outage); a malformed view is ignored (logged). etcd_endpoints and redis_endpoint together are
+ * SCI_ERR_INVALID_ARGUMENT, as is a redis_endpoint that is not
+ * redis://[:password@]host[:port][/db] (rediss:// is not supported). A
+ * Kubernetes Lease is not read: an application that finds the leader
+ * itself calls sci_subscriber_retarget (README, "Following the Mooncake HA
+ * leader").
  *
  * One subscriber per index: the index has a single sequence cursor, so a
  * second subscriber to the same publisher would only add duplicates, and
@@ -399,7 +422,7 @@ typedef struct sci_subscriber_options {
  * therefore refused; after sci_subscriber_stop the index takes a new one.
  * Log lines (connects, disconnects, stale clears, malformed messages,
  * resyncs) come from the subscriber's thread through sci_set_log_callback,
- * and, with etcd_endpoints, those about the leader view from its leader
+ * and, with etcd_endpoints or redis_endpoint, those about the leader view from its leader
  * follower's thread (a callback may stop the subscriber from either). */
 sci_status sci_subscriber_start(sci_index *index,
                                 const sci_subscriber_options *opts,

@@ -20,6 +20,7 @@ mode=${1:-dev}
 runtime_packages=(
   libabsl20220623        # flat_hash_map/set, hashing, Mutex
   libcurl4               # snapshot downloads, the etcd leader view
+  libhiredis0.14         # the Redis leader view
   libssl3                # SHA-256 (libcrypto)
   libstdc++6
   libzmq5                # ZeroMQ
@@ -36,6 +37,7 @@ build_packages=(
   libssl-dev
   libxxhash-dev          # XXH3-128 key fingerprints (header-only)
   libcurl4-openssl-dev
+  libhiredis-dev         # the leader view in Redis (HA following through Redis)
   nlohmann-json3-dev     # etcd's JSON answers (header-only)
 )
 
@@ -51,6 +53,7 @@ dev_packages=(
   libclang-rt-14-dev
   etcd-server            # a real etcd for the HA tests (tests/etcd_process.h)
   etcd-client
+  redis-server           # a real Redis for the Redis HA tests (tests/redis_process.h)
   python3-matplotlib     # scripts/plot-bench.py draws bench/check_pages.png
   # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
   # precedence), bindgen and rustfmt for scripts/regen-bindings.sh, and the

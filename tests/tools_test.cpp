@@ -131,12 +131,43 @@ TEST(Tools, BadFlagsExitWithTwoAndSayWhy) {
   EXPECT_NE(publish->err().find("line 2"), std::string::npos) << publish->err();
 }
 
-TEST(Tools, PublishToAnEndpointZeroMqRejectsExitsWithOne) {
+TEST(Tools, PublishToAMalformedEndpointExitsWithTwoAndSaysWhatItMustLookLike) {
   auto publish = Child::Spawn({kPublish, "--endpoint", "bogus://x", "--script", "-"}, "stored a\n");
   ASSERT_NE(publish, nullptr);
   ASSERT_TRUE(publish->Finish());
-  EXPECT_EQ(publish->exit_code(), 1);
-  EXPECT_NE(publish->err().find("bogus://x"), std::string::npos) << publish->err();
+  EXPECT_EQ(publish->exit_code(), 2);
+  EXPECT_NE(publish->err().find("--endpoint \"bogus://x\": transport \"bogus\" is not supported"), std::string::npos)
+      << publish->err();
+  EXPECT_NE(publish->err().find("tcp://host:port"), std::string::npos) << publish->err();
+}
+
+// Issue 27: "127.0.0.1:5557" used to answer "Invalid argument", "http://..."
+// "Protocol not supported"; both now say what an endpoint must look like.
+TEST(Tools, TailSaysWhatAnEndpointMustLookLike) {
+  for (const auto& [endpoint, what] : {std::pair{"127.0.0.1:5557", "has no transport"},
+                                       std::pair{"http://127.0.0.1:5557", "transport \"http\" is not supported"}}) {
+    for (const std::vector<std::string>& mode :
+         {std::vector<std::string>{}, std::vector<std::string>{"--snapshot-url", "http://127.0.0.1:1/get_all_keys"}}) {
+      std::vector<std::string> args = {kTail, "--endpoint", endpoint};
+      args.insert(args.end(), mode.begin(), mode.end());
+      auto tail = Child::Spawn(args);
+      ASSERT_NE(tail, nullptr);
+      ASSERT_TRUE(tail->Finish());
+      EXPECT_EQ(tail->exit_code(), 2) << endpoint;
+      EXPECT_NE(tail->err().find(what), std::string::npos) << tail->err();
+      EXPECT_NE(tail->err().find("tcp://host:port or ipc://path"), std::string::npos) << tail->err();
+    }
+  }
+}
+
+// --admin-port has a default; only --event-port can be missing.
+TEST(Tools, TailEtcdWithoutEventPortNamesEventPort) {
+  auto tail = Child::Spawn({kTail, "--etcd", "http://127.0.0.1:1"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 2);
+  EXPECT_NE(tail->err().find("--etcd needs --event-port PORT"), std::string::npos) << tail->err();
+  EXPECT_EQ(tail->err().find("--admin-port"), std::string::npos) << tail->err();
 }
 
 TEST(Tools, WorkloadWithoutPageSizeNamesTheMissingFlag) {

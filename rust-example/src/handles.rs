@@ -596,6 +596,7 @@ impl Subscriber {
             cluster_id: sci_str(options.cluster_id.as_bytes()),
             event_port: options.event_port,
             admin_port: options.admin_port,
+            redis_endpoint: sci_str(options.redis_endpoint.as_bytes()),
         };
         let mut out = ptr::null_mut();
         // SAFETY: the options borrow live strings for the call (C2, C3). The

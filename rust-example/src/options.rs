@@ -54,6 +54,7 @@ pub struct SubscriberOptions {
     pub(crate) cluster_id: String,
     pub(crate) event_port: u32,
     pub(crate) admin_port: u32,
+    pub(crate) redis_endpoint: String,
 }
 
 impl SubscriberOptions {
@@ -73,6 +74,7 @@ impl SubscriberOptions {
             cluster_id: String::new(),
             event_port: 0,
             admin_port: 0,
+            redis_endpoint: String::new(),
         }
     }
 
@@ -81,20 +83,36 @@ impl SubscriberOptions {
     /// the leader's events are read from `tcp://<leader ip>:<event_port>` and
     /// its snapshot from `http://<leader ip>:<admin_port>/get_all_keys`
     /// (admin port 0 = 9003). Every new leader clears the index and resyncs.
-    pub fn follow_leader(
-        etcd_endpoints: impl Into<String>,
-        event_port: u16,
-        admin_port: u16,
-    ) -> SubscriberOptions {
-        let mut options = SubscriberOptions::new("");
+    pub fn follow_leader(etcd_endpoints: impl Into<String>, event_port: u16, admin_port: u16) -> SubscriberOptions {
+        let mut options = SubscriberOptions::leader_ports(event_port, admin_port);
         options.etcd_endpoints = etcd_endpoints.into();
+        options
+    }
+
+    /// Follow the Mooncake HA leader named in Redis, as Mooncake's Redis
+    /// leadership backend writes it: `redis_endpoint` is
+    /// `"redis://[:password@]host:port[/db]"`; the view is the hash
+    /// `mooncake-store/{<ns>}/master_view` (`leader_address`, `view_version`).
+    /// Events, snapshot and new leaders as with [`follow_leader`](Self::follow_leader).
+    pub fn follow_leader_redis(redis_endpoint: impl Into<String>, event_port: u16, admin_port: u16) -> SubscriberOptions {
+        let mut options = SubscriberOptions::leader_ports(event_port, admin_port);
+        options.redis_endpoint = redis_endpoint.into();
+        options
+    }
+
+    /// No endpoint (the leader view names it), the leader's ports.
+    fn leader_ports(event_port: u16, admin_port: u16) -> SubscriberOptions {
+        let mut options = SubscriberOptions::new("");
         options.event_port = u32::from(event_port);
         options.admin_port = u32::from(admin_port);
         options
     }
 
-    /// The etcd key is `mooncake-store/<cluster_id>/master_view` (empty =
-    /// `"mooncake_cluster"`). Only used with [`follow_leader`](Self::follow_leader).
+    /// The etcd key is `mooncake-store/<cluster_id>/master_view`, the Redis
+    /// hash `mooncake-store/{<ns>}/master_view` (`<ns>`: the cluster id
+    /// without a trailing `/`, `{` and `}` made `_`); empty =
+    /// `"mooncake_cluster"`. Only used with [`follow_leader`](Self::follow_leader)
+    /// and [`follow_leader_redis`](Self::follow_leader_redis).
     pub fn cluster_id(mut self, cluster_id: impl Into<String>) -> Self {
         self.cluster_id = cluster_id.into();
         self

@@ -869,12 +869,13 @@ pub struct sci_subscriber_options {
     pub cluster_id: sci_str,
     pub event_port: u32,
     pub admin_port: u32,
+    pub redis_endpoint: sci_str,
 }
 #[test]
 fn bindgen_test_layout_sci_subscriber_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_subscriber_options>(),
-        120usize,
+        136usize,
         concat!("Size of: ", stringify!(sci_subscriber_options))
     );
     assert_eq!(
@@ -1103,6 +1104,23 @@ fn bindgen_test_layout_sci_subscriber_options() {
         );
     }
     test_field_admin_port();
+    fn test_field_redis_endpoint() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).redis_endpoint) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(redis_endpoint)
+            )
+        );
+    }
+    test_field_redis_endpoint();
 }
 extern "C" {
     pub fn sci_subscriber_start(

@@ -688,6 +688,16 @@ fn resync_and_leader_options_are_checked() {
     let error = Subscriber::start(index.clone(), &SubscriberOptions::follow_leader("http://127.0.0.1:9", 0, 0))
         .unwrap_err();
     assert!(error.message().contains("event_port"), "{}", error);
+    // Through Redis too, and a URL that is not redis:// is named.
+    let error = Subscriber::start(index.clone(), &SubscriberOptions::follow_leader_redis("http://127.0.0.1:9", 5557, 0))
+        .unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    assert!(error.message().contains("redis_endpoint"), "{}", error);
+    // A Redis nobody listens on is not an error: it starts, follows no leader, and stops.
+    let subscriber =
+        Subscriber::start(index.clone(), &SubscriberOptions::follow_leader_redis("redis://127.0.0.1:9", 5557, 0)).unwrap();
+    assert_eq!(index.stats().unwrap().leader_changes, 0);
+    drop(subscriber);
     // With a snapshot URL the index answers miss until a resync completes.
     let options = SubscriberOptions::new("tcp://127.0.0.1:9")
         .snapshot("http://127.0.0.1:9/get_all_keys")

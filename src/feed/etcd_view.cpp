@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace sci {
 namespace {
@@ -24,25 +25,6 @@ bool ReadInt64(const nlohmann::json& value, int64_t* out) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
-bool SplitHostPort(std::string_view address, std::string* host) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return false;
-  const std::string_view h = address.substr(0, colon);
-  const std::string_view port = address.substr(colon + 1);
-  uint32_t p = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) return false;
-  for (char c : h) {
-    // A host name or an IP literal; nothing that could smuggle a path,
-    // credentials or another scheme into the URLs built from it.
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '-' || c == ':' || c == '[' || c == ']';
-    if (!ok) return false;
-  }
-  host->assign(h);
-  return true;
-}
-
 }  // namespace
 
 std::string MasterViewKey(std::string_view cluster_id) {
@@ -55,17 +37,17 @@ std::string RangeRequestBody(std::string_view key) {
   return request.dump();
 }
 
-EtcdViewStatus ParseRangeResponse(std::string_view body, LeaderView* view, std::string* error) {
+LeaderViewStatus ParseRangeResponse(std::string_view body, LeaderView* view, std::string* error) {
   const nlohmann::json response = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!response.is_object()) {
     *error = "etcd's answer is not a JSON object";
-    return EtcdViewStatus::kMalformed;
+    return LeaderViewStatus::kMalformed;
   }
   const auto kvs = response.find("kvs");
-  if (kvs == response.end() || (kvs->is_array() && kvs->empty())) return EtcdViewStatus::kAbsent;
+  if (kvs == response.end() || (kvs->is_array() && kvs->empty())) return LeaderViewStatus::kAbsent;
   if (!kvs->is_array() || kvs->size() != 1 || !(*kvs)[0].is_object()) {
     *error = "etcd's answer has a malformed \"kvs\"";
-    return EtcdViewStatus::kMalformed;
+    return LeaderViewStatus::kMalformed;
   }
   const nlohmann::json& kv = (*kvs)[0];
   const auto value = kv.find("value");
@@ -73,26 +55,26 @@ EtcdViewStatus ParseRangeResponse(std::string_view body, LeaderView* view, std::
   if (value == kv.end() || !value->is_string() ||
       !absl::Base64Unescape(value->get_ref<const std::string&>(), &decoded)) {
     *error = "the view's value is missing or not base64";
-    return EtcdViewStatus::kMalformed;
+    return LeaderViewStatus::kMalformed;
   }
   const auto revision = kv.find("create_revision");
   int64_t create_revision = 0;
   if (revision == kv.end() || !ReadInt64(*revision, &create_revision)) {
     *error = "the view has no create_revision";
-    return EtcdViewStatus::kMalformed;
+    return LeaderViewStatus::kMalformed;
   }
   std::string host;
-  if (!SplitHostPort(decoded, &host)) {
+  if (!ParseLeaderAddress(decoded, &host)) {
     *error = absl::StrFormat("the view's value \"%s\" is not host:port", absl::CHexEscape(decoded));
-    return EtcdViewStatus::kMalformed;
+    return LeaderViewStatus::kMalformed;
   }
   view->host = std::move(host);
   view->address = std::move(decoded);
-  view->create_revision = create_revision;
-  return EtcdViewStatus::kFound;
+  view->version = create_revision;
+  return LeaderViewStatus::kFound;
 }
 
-EtcdViewStatus ReadLeaderView(HttpDownload& download, std::string_view endpoint, std::string_view cluster_id,
+LeaderViewStatus ReadLeaderView(HttpDownload& download, std::string_view endpoint, std::string_view cluster_id,
                               uint32_t timeout_ms, bool proxy_from_env, LeaderView* view, std::string* error) {
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.remove_suffix(1);
   HttpRequest request;
@@ -112,8 +94,46 @@ EtcdViewStatus ReadLeaderView(HttpDownload& download, std::string_view endpoint,
         return true;
       },
       error);
-  if (!ok) return EtcdViewStatus::kUnreachable;
+  if (!ok) return LeaderViewStatus::kUnreachable;
   return ParseRangeResponse(body, view, error);
+}
+
+EtcdViewSource::EtcdViewSource(std::vector<std::string> endpoints, std::string cluster_id, uint32_t timeout_ms,
+                               bool proxy_from_env)
+    : endpoints_(std::move(endpoints)),
+      cluster_id_(std::move(cluster_id)),
+      timeout_ms_(timeout_ms),
+      proxy_from_env_(proxy_from_env) {}
+
+void EtcdViewSource::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (in_flight_ != nullptr) in_flight_->Cancel();
+}
+
+LeaderViewStatus EtcdViewSource::Read(LeaderView* view, std::string* error) {
+  std::vector<std::string> failures;
+  for (const std::string& endpoint : endpoints_) {
+    HttpDownload download;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) {
+        *error = "cancelled";
+        return LeaderViewStatus::kUnreachable;
+      }
+      in_flight_ = &download;
+    }
+    const LeaderViewStatus status =
+        ReadLeaderView(download, endpoint, cluster_id_, timeout_ms_, proxy_from_env_, view, error);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ = nullptr;
+    }
+    if (status != LeaderViewStatus::kUnreachable) return status;
+    failures.push_back(absl::StrFormat("%s: %s", absl::CHexEscape(endpoint), *error));
+  }
+  *error = absl::StrJoin(failures, "; ");
+  return LeaderViewStatus::kUnreachable;
 }
 
 }  // namespace sci

@@ -6,16 +6,16 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/log.h"
 
 namespace sci {
 
-LeaderFollower::LeaderFollower(std::shared_ptr<Index> index_share, Index& index, LeaderFollowerOptions options,
-                               OnLeader on_leader)
+LeaderFollower::LeaderFollower(std::shared_ptr<Index> index_share, Index& index,
+                               std::unique_ptr<LeaderViewSource> source, uint32_t poll_ms, OnLeader on_leader)
     : index_share_(std::move(index_share)),
       index_(index),
-      options_(std::move(options)),
+      source_(std::move(source)),
+      poll_ms_(poll_ms),
       on_leader_(std::move(on_leader)),
       thread_([this] { Run(); }) {}
 
@@ -28,8 +28,8 @@ void LeaderFollower::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    if (in_flight_ != nullptr) in_flight_->Cancel();
   }
+  source_->Cancel();
   wake_.notify_all();
 }
 
@@ -59,7 +59,7 @@ void LeaderFollower::Run() noexcept {
       Logf(LogLevel::kError, "leader view: %s", e.what());
     }
     lock.lock();
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stopping_; });
+    wake_.wait_for(lock, std::chrono::milliseconds(poll_ms_), [this] { return stopping_; });
   }
   lock.unlock();
   // Only this thread sets it (through Dispose() from a callback it ran).
@@ -69,49 +69,31 @@ void LeaderFollower::Run() noexcept {
 void LeaderFollower::PollOnce() {
   LeaderView view;
   std::string error;
-  EtcdViewStatus status = EtcdViewStatus::kUnreachable;
-  std::vector<std::string> failures;
-  for (const std::string& endpoint : options_.etcd_endpoints) {
-    HttpDownload download;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      in_flight_ = &download;
-    }
-    status = ReadLeaderView(download, endpoint, options_.cluster_id, options_.request_timeout_ms,
-                            options_.proxy_from_env, &view, &error);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      in_flight_ = nullptr;
-    }
-    if (status != EtcdViewStatus::kUnreachable) break;
-    failures.push_back(absl::StrFormat("%s: %s", absl::CHexEscape(endpoint), error));
-  }
-
+  const LeaderViewStatus status = source_->Read(&view, &error);
+  if (stopping()) return;
   switch (status) {
-    case EtcdViewStatus::kUnreachable:
+    case LeaderViewStatus::kUnreachable:
       index_.counters().etcd_failures.Add();
-      if (!etcd_down_) {
-        Logf(LogLevel::kWarn, "leader view: etcd unreachable (%s); keeping the current leader",
-             absl::StrJoin(failures, "; "));
+      if (!store_down_) {
+        Logf(LogLevel::kWarn, "leader view: %s unreachable (%s); keeping the current leader", source_->store_name(),
+             error);
       }
-      etcd_down_ = true;
+      store_down_ = true;
       return;
-    case EtcdViewStatus::kMalformed:
+    case LeaderViewStatus::kMalformed:
       if (error != last_malformed_) {
         Logf(LogLevel::kWarn, "leader view: ignored, %s; keeping the current leader", error);
         last_malformed_ = error;
       }
       break;
-    case EtcdViewStatus::kAbsent:
+    case LeaderViewStatus::kAbsent:
       break;
-    case EtcdViewStatus::kFound:
-      if (!have_view_ || view.address != current_.address ||
-          view.create_revision != current_.create_revision) {
+    case LeaderViewStatus::kFound:
+      if (!have_view_ || view.address != current_.address || view.version != current_.version) {
         have_view_ = true;
         current_ = view;
-        Logf(LogLevel::kInfo, "leader view: leader is %s (revision %d)", absl::CHexEscape(view.address),
-             view.create_revision);
+        Logf(LogLevel::kInfo, "leader view: leader is %s (%s version %d)", absl::CHexEscape(view.address),
+             source_->store_name(), view.version);
         // The log line may have stopped the subscriber (a callback): then
         // the loop behind on_leader_ may be gone.
         if (stopping()) return;
@@ -122,8 +104,8 @@ void LeaderFollower::PollOnce() {
       }
       break;
   }
-  if (etcd_down_) Logf(LogLevel::kInfo, "leader view: etcd reachable again");
-  etcd_down_ = false;
+  if (store_down_) Logf(LogLevel::kInfo, "leader view: %s reachable again", source_->store_name());
+  store_down_ = false;
 }
 
 }  // namespace sci

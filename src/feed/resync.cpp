@@ -264,8 +264,9 @@ void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_b
   phase_ = Phase::kWaiting;
   index_.counters().resync_failures.Add();
   const auto retry = std::chrono::duration_cast<std::chrono::milliseconds>(Backoff()).count();
-  Logf(LogLevel::kWarn, "resync failed: %s; the index stays empty (answers miss); next attempt in >= %d ms", why,
-       retry);
+  Logf(LogLevel::kWarn,
+       "resync failed (%d in a row): %s; the index stays empty (answers miss); next attempt in >= %d ms",
+       consecutive_failures_, why, retry);
 }
 
 }  // namespace sci

@@ -80,6 +80,9 @@ class Resync {
   bool enabled() const { return !options_.snapshot_url.empty(); }
   // While active, messages go to OnMessage, not to the index.
   bool active() const { return phase_ != Phase::kOff; }
+  // Waiting for the message that starts the first download, no failure yet
+  // (after a failure the wait is the back-off, and Fail() has said so).
+  bool waiting_for_first_message() const { return phase_ == Phase::kWaiting && consecutive_failures_ == 0; }
 
   // The index was cleared, or holds nothing proven yet: start (over).
   // Without a snapshot URL this does nothing.

@@ -23,8 +23,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "common/log.h"
+#include "feed/endpoint_syntax.h"
+#include "feed/etcd_view.h"
 #include "feed/leader_follower.h"
+#include "feed/redis_view.h"
 #include "feed/resync.h"
+#include "feed/stuck_report.h"
 #include "feed/wake_signal.h"
 #include "wire/message_apply.h"
 #include "wire/wire_decoder.h"
@@ -89,11 +93,7 @@ std::string CheckSnapshotUrl(const char* name, const std::string& url) {
 }
 
 std::string CheckEndpoint(const std::string& endpoint) {
-  if (endpoint.empty()) return "endpoint is empty";
-  if (endpoint.find('\0') != std::string::npos) {
-    return absl::StrFormat("endpoint \"%s\" contains a NUL byte", absl::CHexEscape(endpoint));
-  }
-  return {};
+  return CheckEndpointSyntax("endpoint", endpoint, EndpointUse::kConnect);
 }
 
 // What a leader view means for the subscriber: its event stream and its
@@ -104,6 +104,27 @@ std::string LeaderEndpoint(const std::string& host, uint32_t event_port) {
 }
 std::string LeaderSnapshotUrl(const std::string& host, uint32_t admin_port) {
   return absl::StrFormat("http://%s:%d/get_all_keys", host, admin_port);
+}
+
+// How long one read of the leader view may take (etcd or Redis): a small
+// multiple of the poll, so an unreachable store is noticed within seconds.
+constexpr uint32_t kViewRequestTimeoutMs = 2000;
+
+bool FollowsLeader(const SubscriberOptions& options) {
+  return !options.etcd_endpoints.empty() || !options.redis_endpoint.empty();
+}
+
+// The store the leader view is read from (CheckOptions has vetted it).
+std::unique_ptr<LeaderViewSource> MakeLeaderViewSource(const SubscriberOptions& options) {
+  if (!options.redis_endpoint.empty()) {
+    RedisAddress address;
+    std::string ignored;
+    (void)ParseRedisUrl(options.redis_endpoint, &address, &ignored);
+    return std::make_unique<RedisViewSource>(std::move(address), options.cluster_id,
+                                             std::chrono::milliseconds(kViewRequestTimeoutMs));
+  }
+  return std::make_unique<EtcdViewSource>(options.etcd_endpoints, options.cluster_id, kViewRequestTimeoutMs,
+                                          options.proxy_from_env);
 }
 
 ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
@@ -139,7 +160,8 @@ class Subscriber::Loop {
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
-        resync_(index_, ResyncOptionsOf(options), wake_) {}
+        resync_(index_, ResyncOptionsOf(options), wake_),
+        stuck_(std::chrono::milliseconds(options.stale_after_ms)) {}
 
   // Configures and connects the SUB socket on the caller's thread. Without
   // an endpoint (etcd following, before the first view) there is no socket
@@ -158,15 +180,11 @@ class Subscriber::Loop {
   // HA following: a thread of its own polls the leader view and retargets
   // this loop on every change. Called once, by Start(), after Run() began.
   void FollowLeader(const SubscriberOptions& options) {
-    LeaderFollowerOptions follow;
-    follow.etcd_endpoints = options.etcd_endpoints;
-    follow.cluster_id = options.cluster_id;
-    follow.poll_ms = options.etcd_poll_ms;
-    follow.proxy_from_env = options.proxy_from_env;
     const uint32_t event_port = options.event_port;
     const uint32_t admin_port = options.admin_port;
     follower_ = std::make_unique<LeaderFollower>(
-        index_share_, index_, std::move(follow), [this, event_port, admin_port](const LeaderView& view) {
+        index_share_, index_, MakeLeaderViewSource(options), options.etcd_poll_ms,
+        [this, event_port, admin_port](const LeaderView& view) {
           std::string why;
           // kIo: the subscriber is stopping; nothing to say.
           if (Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why) ==
@@ -249,6 +267,8 @@ class Subscriber::Loop {
     doubt_since_ = Clock::now();  // nothing has proved the index's contents yet
     seen_clears_ = index_.counters().clears.Get();
     while (true) {
+      // Before sleeping: the sleep must end in time for a warning that is due.
+      stuck_.Update(Clock::now(), StateForReport(), endpoint_for_logs_);
       zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
                                 {data_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -382,11 +402,24 @@ class Subscriber::Loop {
   // the thread sleeps in zmq_poll and only wakes for a message, a connection
   // change, the deadline, Stop() or a page to adopt.
   long PollTimeoutMs() const {
-    if (trusted_ || stale_handled_ || resync_.active()) return -1;
-    const auto left = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms) - Clock::now();
+    std::optional<Clock::time_point> deadline = stuck_.deadline();
+    if (!(trusted_ || stale_handled_ || resync_.active())) {
+      const Clock::time_point stale_at = doubt_since_ + std::chrono::milliseconds(options_.stale_after_ms);
+      if (!deadline || stale_at < *deadline) deadline = stale_at;
+    }
+    if (!deadline) return -1;
+    const auto left = *deadline - Clock::now();
     if (left <= Clock::duration::zero()) return 0;
     // Rounded up, so that the wake-up is never just before the deadline.
     return static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+  }
+
+  SubscriberState StateForReport() const {
+    SubscriberState state;
+    state.has_endpoint = data_.handle() != nullptr;
+    state.connected = connected_;
+    state.resync_waiting = resync_.waiting_for_first_message();
+    return state;
   }
 
   void DrainMonitor() {
@@ -556,6 +589,7 @@ class Subscriber::Loop {
   zmq::socket_t monitor_;
   int sockets_opened_ = 0;
   Resync resync_;  // after wake_ and the index: stops its download first when destroyed
+  StuckReport stuck_;  // the thread's own
 
   // ---- shared with Retarget() callers ----
   std::mutex retarget_mu_;
@@ -590,18 +624,32 @@ namespace {
 // Checks every option; an empty string when they can work, else a message
 // naming the first one that cannot.
 std::string CheckOptions(const SubscriberOptions& options) {
-  const bool follow = !options.etcd_endpoints.empty();
-  if (follow) {
+  if (!options.etcd_endpoints.empty() && !options.redis_endpoint.empty()) {
+    return "redis_endpoint and etcd_endpoints are mutually exclusive: the leader view is read from one store";
+  }
+  if (FollowsLeader(options)) {
+    const bool redis = !options.redis_endpoint.empty();
+    const char* store_option = redis ? "redis_endpoint" : "etcd_endpoints";
     if (!options.endpoint.empty()) {
-      return absl::StrFormat("endpoint \"%s\" must be empty with etcd_endpoints: the leader's address comes from etcd",
-                             absl::CHexEscape(options.endpoint));
+      return absl::StrFormat("endpoint \"%s\" must be empty with %s: the leader's address comes from %s",
+                             absl::CHexEscape(options.endpoint), store_option, redis ? "Redis" : "etcd");
     }
     if (!options.snapshot_url.empty()) {
-      return "snapshot_url must be empty with etcd_endpoints: it is the leader's http://<ip>:<admin_port>/get_all_keys";
+      return absl::StrFormat(
+          "snapshot_url must be empty with %s: it is the leader's http://<ip>:<admin_port>/get_all_keys",
+          store_option);
     }
     for (const std::string& e : options.etcd_endpoints) {
       if (!IsHttpUrl(e)) {
         return absl::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
+      }
+    }
+    if (redis) {
+      RedisAddress address;
+      std::string why;
+      if (!ParseRedisUrl(options.redis_endpoint, &address, &why)) {
+        // Never quoted whole: the URL may hold a password.
+        return absl::StrFormat("redis_endpoint: %s (redis://[:password@]host:port[/db])", why);
       }
     }
     if (options.cluster_id.empty()) return "cluster_id is empty";
@@ -612,8 +660,8 @@ std::string CheckOptions(const SubscriberOptions& options) {
       }
     }
     if (options.event_port == 0 || options.event_port > 65535) {
-      return absl::StrFormat("event_port %d is not a port (1..65535; required with etcd_endpoints)",
-                             options.event_port);
+      return absl::StrFormat("event_port %d is not a port (1..65535; required with %s)", options.event_port,
+                             store_option);
     }
     if (options.admin_port == 0 || options.admin_port > 65535) {
       return absl::StrFormat("admin_port %d is not a port (1..65535)", options.admin_port);
@@ -667,7 +715,7 @@ std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, cons
       loop->Run();
       if (loop->owned_by_thread()) delete loop;
     });
-    if (!options.etcd_endpoints.empty()) subscriber->loop_->FollowLeader(options);
+    if (FollowsLeader(options)) subscriber->loop_->FollowLeader(options);
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {

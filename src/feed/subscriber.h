@@ -25,9 +25,10 @@
 // refills the index from the master's snapshot; until the snapshot is
 // loaded and the buffered stream replayed, the index answers miss.
 //
-// HA following (feed/leader_follower.h). With etcd endpoints, the endpoint
-// and the snapshot URL come from the leader view in etcd and follow every
-// change of it (a new leader: retarget, i.e. clear and resync).
+// HA following (feed/leader_follower.h). With etcd endpoints or a Redis
+// endpoint, the endpoint and the snapshot URL come from the leader view in
+// that store and follow every change of it (a new leader: retarget, i.e.
+// clear and resync).
 //
 // One subscriber per index. The index has one sequence cursor: a second
 // subscriber on the same publisher makes every batch arrive twice (the
@@ -64,8 +65,9 @@ struct SubscriberOptions {
   static constexpr uint32_t kDefaultAdminPort = 9003;
   static constexpr uint32_t kDefaultEtcdPollMs = 500;
 
-  // "tcp://host:port" or "ipc:///path". Required, except with etcd_endpoints,
-  // where it must be empty (the leader's address comes from etcd).
+  // "tcp://host:port" or "ipc:///path". Required, except with etcd_endpoints
+  // or redis_endpoint, where it must be empty (the leader's address comes
+  // from the leader view).
   std::string endpoint;
   std::string topic;     // subscription prefix; empty = every message
   uint32_t reconnect_ms = kDefaultReconnectMs;
@@ -89,7 +91,11 @@ struct SubscriberOptions {
   std::string cluster_id = kDefaultClusterId;
   uint32_t event_port = 0;                  // the leader's publisher port; required with etcd
   uint32_t admin_port = kDefaultAdminPort;  // the leader's admin HTTP port
-  uint32_t etcd_poll_ms = kDefaultEtcdPollMs;
+  uint32_t etcd_poll_ms = kDefaultEtcdPollMs;  // the leader view's poll, etcd or Redis
+  // "redis://[:password@]host:port[/db]"; empty = none. Set: follow the
+  // leader view in the Redis hash mooncake-store/{<ns>}/master_view
+  // (feed/redis_view.h) instead of etcd; exclusive with etcd_endpoints.
+  std::string redis_endpoint;
 };
 
 // Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).

@@ -9,11 +9,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a standby looks at the view key: a small fraction of the lease,
-// so a takeover follows the old lease's expiry closely.
+// How often a standby looks at the view: a small fraction of the term, so
+// a takeover follows the old term's expiry closely.
 constexpr std::chrono::milliseconds kPollInterval(200);
-// How often the leader refreshes its lease: five times per lease.
-constexpr std::chrono::milliseconds kKeepAliveInterval(LeaderElection::kLeaseSeconds * 1000 / 5);
+// How often the leader renews: five times per term.
+constexpr std::chrono::milliseconds kRenewInterval(LeaderElection::kTermSeconds * 1000 / 5);
 
 // Sleeps `interval` unless `stop_fd` becomes readable first (false then).
 bool WaitUnlessStopped(int stop_fd, std::chrono::milliseconds interval) {
@@ -23,13 +23,13 @@ bool WaitUnlessStopped(int stop_fd, std::chrono::milliseconds interval) {
 
 }  // namespace
 
-LeaderElection::LeaderElection(EtcdGateway gateway, std::string key, std::string value, Report report)
-    : gateway_(std::move(gateway)), key_(std::move(key)), value_(std::move(value)), report_(std::move(report)) {}
+LeaderElection::LeaderElection(std::unique_ptr<ElectionBackend> backend, std::string address, Report report)
+    : backend_(std::move(backend)), address_(std::move(address)), report_(std::move(report)) {}
 
-LeaderElection::~LeaderElection() { StopKeepAlive(); }
+LeaderElection::~LeaderElection() { StopRenewing(); }
 
 void LeaderElection::ReportFailure(const std::string& error) {
-  if (!failing_) report_("etcd_error", error);
+  if (!failing_) report_(backend_->error_field(), error);
   failing_ = true;
 }
 
@@ -37,55 +37,49 @@ bool LeaderElection::Campaign(int stop_fd) {
   std::string seen_leader, error;
   while (true) {
     std::optional<std::string> leader;
-    if (!gateway_.Get(key_, &leader, &error)) {
+    bool won = false;
+    if (!backend_->Peek(&leader, &error)) {
       ReportFailure(error);
     } else if (leader.has_value()) {
       failing_ = false;
       if (*leader != seen_leader) report_("standby", *leader);
       seen_leader = *leader;
+    } else if (!backend_->TryAcquire(address_, &won, &error)) {
+      ReportFailure(error);
+    } else if (won) {
+      failing_ = false;
+      leading_ = true;
+      report_("leader", address_);
+      renewer_ = std::thread([this] { RenewLoop(); });
+      return true;
     } else {
-      // Absent: try to create it. Losing the race to another candidate is
-      // the normal outcome of a contested election.
-      int64_t lease = 0;
-      bool created = false;
-      if (!gateway_.GrantLease(kLeaseSeconds, &lease, &error) ||
-          !gateway_.CreateWithLease(key_, value_, lease, &created, &error)) {
-        ReportFailure(error);
-      } else if (created) {
-        failing_ = false;
-        lease_ = lease;
-        report_("leader", value_);
-        keepalive_ = std::thread([this] { KeepAliveLoop(); });
-        return true;
-      } else {
-        failing_ = false;
-        gateway_.Revoke(lease, &error);  // unused; it would expire anyway
-      }
+      // Another candidate won the race: the normal outcome of a contest.
+      failing_ = false;
     }
     if (!WaitUnlessStopped(stop_fd, kPollInterval)) return false;
   }
 }
 
-void LeaderElection::KeepAliveLoop() {
-  auto last_refresh = Clock::now();
+void LeaderElection::RenewLoop() {
+  auto last_renewal = Clock::now();
   std::string reason;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (wake_.wait_for(lock, kKeepAliveInterval, [this] { return stopping_; })) return;
+      if (wake_.wait_for(lock, kRenewInterval, [this] { return stopping_; })) return;
     }
-    int64_t ttl = 0;
+    bool held = false;
     std::string error;
-    if (gateway_.KeepAlive(lease_, &ttl, &error)) {
-      if (ttl > 0) {
-        last_refresh = Clock::now();
+    if (backend_->Renew(&held, &error)) {
+      if (held) {
+        last_renewal = Clock::now();
         continue;
       }
-      reason = "the lease expired";
+      reason = "the view expired or was taken";
       break;
     }
-    if (Clock::now() - last_refresh >= std::chrono::seconds(kLeaseSeconds)) {
-      reason = "etcd unreachable for the lease's time: " + error;
+    if (Clock::now() - last_renewal >= std::chrono::seconds(kTermSeconds)) {
+      reason = "the store was unreachable for the term's time: " + error;
       break;
     }
   }
@@ -101,22 +95,22 @@ std::string LeaderElection::lost_reason() const {
   return lost_reason_;
 }
 
-void LeaderElection::StopKeepAlive() {
-  if (!keepalive_.joinable()) return;
+void LeaderElection::StopRenewing() {
+  if (!renewer_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  keepalive_.join();
+  renewer_.join();
 }
 
 void LeaderElection::Resign() {
-  StopKeepAlive();
-  if (lease_ == 0 || lost()) return;
+  StopRenewing();
+  if (!leading_ || lost()) return;
+  leading_ = false;
   std::string error;
-  if (!gateway_.Revoke(lease_, &error)) report_("etcd_error", error);
-  lease_ = 0;
+  if (!backend_->Release(&error)) report_(backend_->error_field(), error);
 }
 
 }  // namespace sci::tools

@@ -1,10 +1,9 @@
-// Leader election as the Mooncake master does it (docs/wire-formats.md,
-// section 4): the leader's RPC address "ip:port" is the value of the etcd
-// key mooncake-store/<cluster_id>/master_view, attached to a 5 s lease the
-// leader keeps alive. A candidate waits until the key is absent, then
-// creates it with a fresh lease in one transaction (create_revision == 0),
-// so of several candidates exactly one wins; the others keep waiting. When
-// the leader dies its lease expires, the key vanishes and a standby wins.
+// Leader election as the Mooncake master does it, over a store
+// (election_backend.h: etcd or Redis): a candidate waits until there is no
+// view, then creates it with its own address in one atomic step, so of
+// several candidates exactly one wins; the others keep waiting. The leader
+// renews its term (5 s) five times per term; when it dies the view expires
+// and a standby wins.
 #pragma once
 
 #include <atomic>
@@ -12,55 +11,54 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
-#include "etcd_gateway.h"
+#include "election_backend.h"
 
 namespace sci::tools {
 
 class LeaderElection {
  public:
-  static constexpr int64_t kLeaseSeconds = 5;  // the Mooncake master's
+  static constexpr int64_t kTermSeconds = 5;  // the Mooncake master's lease / TTL
   static constexpr char kDefaultClusterId[] = "mooncake_cluster";
-  static std::string ViewKey(const std::string& cluster_id) { return "mooncake-store/" + cluster_id + "/master_view"; }
 
   // Progress for the tool's log: ("standby", current leader) each time a
-  // new leader is seen while waiting; ("etcd_error", why) on the first of a
-  // run of failed etcd calls; ("leader", our value) once won.
+  // new leader is seen while waiting; (backend's error_field(), why) on the
+  // first of a run of failed calls; ("leader", our address) once won.
   using Report = std::function<void(const std::string& what, const std::string& detail)>;
 
-  LeaderElection(EtcdGateway gateway, std::string key, std::string value, Report report);
-  ~LeaderElection();  // stops keeping the lease alive; does not revoke it
+  LeaderElection(std::unique_ptr<ElectionBackend> backend, std::string address, Report report);
+  ~LeaderElection();  // stops renewing; does not release
 
-  // Blocks until this process holds the key (true), or `stop_fd` becomes
-  // readable (false). etcd unreachable meanwhile: retried, reported once.
+  // Blocks until this process leads (true), or `stop_fd` becomes readable
+  // (false). The store unreachable meanwhile: retried, reported once.
   bool Campaign(int stop_fd);
 
-  // Once leader: whether leadership was lost (the lease expired, or etcd
-  // could not be reached for the lease's time), and why.
+  // Once leader: whether leadership was lost (the view expired or was
+  // taken, or the store could not be reached for a term), and why.
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   std::string lost_reason() const;
-  int64_t lease() const { return lease_; }
+  const ElectionBackend& backend() const { return *backend_; }
 
-  // Gives leadership up: stops the keep-alive and revokes the lease, so a
-  // standby takes over at once rather than after the lease's time.
+  // Gives leadership up: stops renewing and releases the view, so a
+  // standby takes over at once rather than after the term.
   void Resign();
 
  private:
-  void KeepAliveLoop();
-  void StopKeepAlive();
+  void RenewLoop();
+  void StopRenewing();
   void ReportFailure(const std::string& error);
 
-  EtcdGateway gateway_;
-  const std::string key_;
-  const std::string value_;
+  const std::unique_ptr<ElectionBackend> backend_;
+  const std::string address_;
   const Report report_;
-  int64_t lease_ = 0;
-  bool failing_ = false;  // a run of failed etcd calls was reported
+  bool failing_ = false;  // a run of failed calls was reported
+  bool leading_ = false;
 
-  std::thread keepalive_;
+  std::thread renewer_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;    // guarded by mu_

@@ -3,7 +3,7 @@
 // SGLang HiCache workload. The data source of the demo, the benchmarks and
 // the Rust tests. Optionally it is real enough to resync and fail over
 // against: an admin HTTP server listing the keys it holds (admin_server.h)
-// and the master's leader election through etcd (leader_election.h).
+// and the master's leader election through etcd or Redis (leader_election.h).
 #include <poll.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,9 +24,13 @@
 #include "admin_server.h"
 #include "batch_publisher.h"
 #include "command_line.h"
+#include "feed/endpoint_syntax.h"
 #include "held_keys.h"
 #include "json_line.h"
+#include "etcd_election.h"
+#include "feed/redis_connection.h"
 #include "leader_election.h"
+#include "redis_election.h"
 #include "sglang/layout.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
@@ -76,8 +81,9 @@ constexpr FlagSpec kFlags[] = {
     {"restore", "FILE", "hold the objects script FILE stores, as restored by a promoted master: listed, never published"},
     {"restore-sglang-workload", "", "hold the workload's objects (layout and prompt flags) as restored, never published"},
     {"etcd", "ENDPOINTS", "first win the leader election through etcd (comma-separated http://host:port)"},
-    {"cluster-id", "ID", "election key mooncake-store/ID/master_view (default mooncake_cluster)"},
-    {"advertise", "IP:PORT", "the RPC address the leader writes under the election key (required with --etcd)"},
+    {"redis", "URL", "first win the leader election through Redis (redis://[:password@]host:port[/db]), as Mooncake's"},
+    {"cluster-id", "ID", "election key mooncake-store/ID/master_view (Redis: the hash mooncake-store/{ID}/master_view; default mooncake_cluster)"},
+    {"advertise", "IP:PORT", "the RPC address the leader writes into the view (required with --etcd / --redis)"},
     kHelpFlag,
     kVersionFlag,
 };
@@ -119,7 +125,15 @@ mooncake-store/<cluster-id>/master_view is absent, creates it with the
 alive, and only then binds and publishes, from sequence 1. Two of them on
 127.0.0.2 and 127.0.0.3 with the same ports are a failover on one machine.
 SIGINT / SIGTERM make a leader revoke its lease (the standby takes over at
-once); a killed one's lease expires after 5 s. --keep-running stays up
+once); a killed one's lease expires after 5 s.
+--redis elects through Redis instead, with the semantics of Mooncake's
+Redis backend: one Lua script creates the hash
+mooncake-store/{<ns>}/master_view (<ns>: the cluster id without a trailing
+'/', '{' and '}' made '_') only if it does not exist, with leader_address
+(--advertise), view_version (INCR mooncake-store/{<ns>}/master_view_version)
+and owner_token, expiring after 5 s; the leader renews it (PEXPIRE) while
+owner_token is its own and deletes it under the same check on SIGINT /
+SIGTERM. --keep-running stays up
 after publishing, until a stop signal, as a master does; --live-every-ms
 makes it store a new default-tenant object live-<pid>-<n> (n from 1) every
 MS ms meanwhile, one per message, as a pool in use does (a subscriber's
@@ -128,8 +142,9 @@ resync starts on the first message of its connection).
 Before publishing it can wait for subscribers (--wait-subscribers-ms,
 --wait-for-subscriber), so it may be started first. On stderr it prints
 {"standby":"<leader>"} while another holds the election key,
-{"leader":"<advertise>","view_key":"...","lease":N} once it won,
-{"etcd_error":"..."} on the first of a run of failed etcd calls, then
+{"leader":"<advertise>","view_key":"...","lease":N} once it won (Redis:
+"view_version":N in place of "lease"), {"etcd_error":"..."} (Redis:
+"redis_error") on the first of a run of failed calls to the store, then
 {"listening":"<endpoint>"[,"admin":"http://host:port"]} (the real ports of
 tcp://host:* and --admin-port 0) once ready; on stdout, at the end,
 {"messages":M,"events":E,"first_sequence":F,"last_sequence":L,
@@ -304,6 +319,8 @@ bool LoadConfig(const CommandLine& flags, PublisherConfig* config, std::string* 
   }
   config->endpoint = flags.Get("endpoint");
   config->bind = !flags.Has("connect");
+  *error = CheckEndpointSyntax("--endpoint", config->endpoint, config->bind ? EndpointUse::kBind : EndpointUse::kConnect);
+  if (!error->empty()) return false;
   config->topic = flags.Get("topic");
   config->backend_id = flags.Get("backend-id", "mooncake-master-0");
   uint64_t batch = 0, linger = 0, hwm = 0;
@@ -335,7 +352,8 @@ struct MasterConfig {
   uint64_t live_every_ms = 0;  // 0: no live traffic while staying up
   int admin_port = -1;  // -1: no admin server
   std::string admin_host;
-  std::vector<std::string> etcd_endpoints;  // empty: no election
+  std::vector<std::string> etcd_endpoints;  // an election through etcd, or
+  std::optional<RedisAddress> redis;        // through Redis; neither: no election
   std::string cluster_id = LeaderElection::kDefaultClusterId;
   std::string advertise;
 };
@@ -375,16 +393,29 @@ bool LoadMasterConfig(const CommandLine& flags, const PublisherConfig& publisher
     config->admin_port = static_cast<int>(port);
     config->admin_host = AdminHost(publisher.endpoint);
   }
-  if (!flags.Has("etcd")) {
+  if (!flags.Has("etcd") && !flags.Has("redis")) {
     if (flags.Has("cluster-id") || flags.Has("advertise")) {
-      *error = "--cluster-id and --advertise belong to the election: give --etcd too";
+      *error = "--cluster-id and --advertise belong to the election: give --etcd or --redis too";
       return false;
     }
     return true;
   }
-  if (!EtcdGateway::ParseEndpoints(flags.Get("etcd"), &config->etcd_endpoints, error)) {
+  if (flags.Has("etcd") && flags.Has("redis")) {
+    *error = "give --etcd or --redis, not both: the election runs in one store";
+    return false;
+  }
+  const char* store_flag = flags.Has("etcd") ? "--etcd" : "--redis";
+  if (flags.Has("etcd") && !EtcdGateway::ParseEndpoints(flags.Get("etcd"), &config->etcd_endpoints, error)) {
     *error = "--etcd: " + *error;
     return false;
+  }
+  if (flags.Has("redis")) {
+    RedisAddress address;
+    if (!ParseRedisUrl(flags.Get("redis"), &address, error)) {
+      *error = "--redis: " + *error + " (redis://[:password@]host:port[/db])";
+      return false;
+    }
+    config->redis = std::move(address);
   }
   config->cluster_id = flags.Get("cluster-id", LeaderElection::kDefaultClusterId);
   if (config->cluster_id.empty() || config->cluster_id.find('/') != std::string::npos) {
@@ -393,11 +424,24 @@ bool LoadMasterConfig(const CommandLine& flags, const PublisherConfig& publisher
   }
   config->advertise = flags.Get("advertise");
   if (!IsHostPort(config->advertise)) {
-    *error = absl::StrFormat("--etcd needs --advertise IP:PORT (the leader's RPC address), got \"%s\"",
+    *error = absl::StrFormat("%s needs --advertise IP:PORT (the leader's RPC address), got \"%s\"", store_flag,
                              config->advertise);
     return false;
   }
   return true;
+}
+
+// The store the master elects itself through; null: no election.
+std::unique_ptr<ElectionBackend> MakeElectionBackend(const MasterConfig& master) {
+  if (master.redis.has_value()) {
+    return std::make_unique<RedisElection>(*master.redis, master.cluster_id,
+                                           std::chrono::seconds(LeaderElection::kTermSeconds));
+  }
+  if (!master.etcd_endpoints.empty()) {
+    return std::make_unique<EtcdElection>(EtcdGateway(master.etcd_endpoints), master.cluster_id,
+                                          LeaderElection::kTermSeconds);
+  }
+  return nullptr;
 }
 
 // Prints one JSON line on stderr at once (the tests and the demo read it).
@@ -500,16 +544,15 @@ int Main(int argc, char** argv) {
 
     // A candidate binds nothing until it has won: a standby is silent.
     std::unique_ptr<LeaderElection> election;
-    if (!master.etcd_endpoints.empty()) {
-      const std::string key = LeaderElection::ViewKey(master.cluster_id);
+    if (std::unique_ptr<ElectionBackend> backend = MakeElectionBackend(master)) {
       election = std::make_unique<LeaderElection>(
-          EtcdGateway(master.etcd_endpoints), key, master.advertise,
-          [&](const std::string& what, const std::string& detail) {
+          std::move(backend), master.advertise, [&](const std::string& what, const std::string& detail) {
             Json line = Json::object();
             SetBytes(line, what, detail);
             if (what == "leader") {
-              SetBytes(line, "view_key", key);
-              line["lease"] = election->lease();
+              SetBytes(line, "view_key", election->backend().view_key());
+              const auto [term_field, term_id] = election->backend().term();
+              line[term_field] = term_id;
             }
             Announce(JsonLine(line));
           });

@@ -12,9 +12,11 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "command_line.h"
 #include "encode/mooncake_payload_reader.h"
+#include "feed/endpoint_syntax.h"
 #include "index/index.h"
 #include "json_line.h"
 #include "wire/message_apply.h"
@@ -41,16 +43,17 @@ constexpr FlagSpec kFlags[] = {
     {"resync-min-interval-ms", "MS", "follow mode: at most one snapshot download per MS (default 5000)"},
     {"snapshot-timeout-ms", "MS", "follow mode: time-out of one whole snapshot download (default 60000)"},
     {"etcd", "ENDPOINTS", "follow mode: follow the HA leader named in etcd (http://host:port,...); no --endpoint"},
-    {"cluster-id", "ID", "with --etcd: key mooncake-store/ID/master_view (default mooncake_cluster)"},
-    {"event-port", "PORT", "with --etcd: the leader's event publisher port (required)"},
-    {"admin-port", "PORT", "with --etcd: the leader's admin HTTP port (default 9003)"},
+    {"redis", "URL", "follow mode: follow the HA leader named in Redis (redis://[:password@]host:port[/db]); no --endpoint"},
+    {"cluster-id", "ID", "with --etcd / --redis: view mooncake-store/ID/master_view (Redis: {ID}; default mooncake_cluster)"},
+    {"event-port", "PORT", "with --etcd / --redis: the leader's event publisher port (required)"},
+    {"admin-port", "PORT", "with --etcd / --redis: the leader's admin HTTP port (default 9003)"},
     kHelpFlag,
     kVersionFlag,
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
                 [--connect-timeout-ms MS]
-       sci-tail (--endpoint E --snapshot-url URL | --etcd ENDPOINTS --event-port P [--admin-port A])
+       sci-tail (--endpoint E --snapshot-url URL | (--etcd ENDPOINTS | --redis URL) --event-port P [--admin-port A])
                 [--resync-min-interval-ms MS] [--snapshot-timeout-ms MS] [--max-messages N] [--timeout-ms MS]
 
 Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
@@ -79,10 +82,11 @@ connection it says so on stderr, prints the stats and exits 3; so does any
 other stop before a first connection. Exit status: 0, 1 if the socket cannot
 be set up, 2 on bad flags, 3 if it never connected.
 
-Follow mode (--snapshot-url, or --etcd) runs the library's own subscriber
-with resync (docs/index-semantics.md, "Resync"): at start and after every
-clear it refills the index from the master's snapshot; with --etcd it
-follows the Mooncake HA leader (tcp://<leader ip>:<event-port>, snapshot
+Follow mode (--snapshot-url, --etcd or --redis) runs the library's own
+subscriber with resync (docs/index-semantics.md, "Resync"): at start and
+after every clear it refills the index from the master's snapshot; with
+--etcd or --redis it follows the Mooncake HA leader named in that store's
+leader view (tcp://<leader ip>:<event-port>, snapshot
 http://<leader ip>:<admin-port>/get_all_keys). The subscriber consumes the
 messages, so instead of them it prints the resync's progress, a line each
 time one of its counters changes:
@@ -308,20 +312,27 @@ class Tail {
 // *error when they do not make one of the two follow modes.
 bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, FollowLimits* limits,
                        std::string* error) {
-  const bool etcd = flags.Has("etcd");
-  if (!etcd && !flags.Has("snapshot-url")) {
-    *error = "the resync flags need --snapshot-url (with --endpoint) or --etcd";
+  if (flags.Has("etcd") && flags.Has("redis")) {
+    *error = "give --etcd or --redis, not both: the leader view is read from one store";
     return false;
   }
-  if (etcd && (flags.Has("endpoint") || flags.Has("snapshot-url"))) {
-    *error = "with --etcd the endpoint and the snapshot come from the leader: drop --endpoint and --snapshot-url";
+  // HA following: the leader view in etcd or in Redis.
+  const char* store_flag = flags.Has("etcd") ? "--etcd" : flags.Has("redis") ? "--redis" : nullptr;
+  const bool follow_leader = store_flag != nullptr;
+  if (!follow_leader && !flags.Has("snapshot-url")) {
+    *error = "the resync flags need --snapshot-url (with --endpoint), --etcd or --redis";
     return false;
   }
-  if (!etcd && (flags.Has("event-port") || flags.Has("admin-port") || flags.Has("cluster-id"))) {
-    *error = "--event-port, --admin-port and --cluster-id belong to --etcd";
+  if (follow_leader && (flags.Has("endpoint") || flags.Has("snapshot-url"))) {
+    *error = absl::StrFormat(
+        "with %s the endpoint and the snapshot come from the leader: drop --endpoint and --snapshot-url", store_flag);
     return false;
   }
-  if (!etcd && flags.Get("endpoint").empty()) {
+  if (!follow_leader && (flags.Has("event-port") || flags.Has("admin-port") || flags.Has("cluster-id"))) {
+    *error = "--event-port, --admin-port and --cluster-id belong to --etcd or --redis";
+    return false;
+  }
+  if (!follow_leader && flags.Get("endpoint").empty()) {
     *error = "--snapshot-url needs --endpoint (the publisher it resyncs with)";
     return false;
   }
@@ -345,8 +356,13 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
     *error = "--resync-min-interval-ms and --snapshot-timeout-ms must be at least 1";
     return false;
   }
-  if (etcd && (event_port == 0 || admin_port == 0)) {
-    *error = "--etcd needs --event-port (1..65535) and an --admin-port of 1..65535";
+  // --admin-port has a default (9003); --event-port has none.
+  if (follow_leader && event_port == 0) {
+    *error = absl::StrFormat("%s needs --event-port PORT (the leader's event publisher port, 1..65535)", store_flag);
+    return false;
+  }
+  if (follow_leader && admin_port == 0) {
+    *error = "--admin-port must be 1..65535 (the leader's admin HTTP port; default 9003)";
     return false;
   }
   options->endpoint = flags.Get("endpoint");
@@ -355,10 +371,11 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
   options->snapshot_url = flags.Get("snapshot-url");
   options->resync_min_interval_ms = static_cast<uint32_t>(interval);
   options->snapshot_timeout_ms = static_cast<uint32_t>(timeout);
-  if (etcd) {
+  if (follow_leader) {
     for (absl::string_view endpoint : absl::StrSplit(flags.Get("etcd"), ',', absl::SkipWhitespace())) {
       options->etcd_endpoints.emplace_back(endpoint);
     }
+    options->redis_endpoint = flags.Get("redis");
     options->cluster_id = flags.Get("cluster-id", SubscriberOptions::kDefaultClusterId);
     options->event_port = static_cast<uint32_t>(event_port);
     options->admin_port = static_cast<uint32_t>(admin_port);
@@ -391,13 +408,16 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (PrintedHelpOrVersion(flags, "sci-tail", kUsage, kFlags)) return 0;
-  if (flags.Has("snapshot-url") || flags.Has("etcd") || flags.Has("event-port") || flags.Has("admin-port") ||
+  if (flags.Has("snapshot-url") || flags.Has("etcd") || flags.Has("redis") || flags.Has("event-port") ||
+      flags.Has("admin-port") ||
       flags.Has("cluster-id") || flags.Has("resync-min-interval-ms") || flags.Has("snapshot-timeout-ms")) {
     return FollowMain(flags);
   }
   uint64_t max_messages = 0, timeout_ms = 0, connect_timeout_ms = 0, reconnect_ms = 0;
   if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {
     error = "--endpoint is required";
+  } else if (!(error = CheckEndpointSyntax("--endpoint", flags.Get("endpoint"), EndpointUse::kConnect)).empty()) {
+    // Said in words here, rather than as ZeroMQ's errno string later.
   } else if (flags.GetUint("max-messages", 0, UINT64_MAX, &max_messages, &error) &&
              flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &timeout_ms, &error) &&
              flags.GetUint("connect-timeout-ms", kDefaultConnectTimeoutMs, UINT64_MAX / 2, &connect_timeout_ms,
