@@ -81,11 +81,16 @@ fn find(statik: bool) -> Result<Found, String> {
     // library (the README's `cmake -S . -B build`).
     let repo = manifest_dir.join("../..");
     let repo_build = repo.join("build");
-    if repo.join("include/shared_cache_index.h").exists()
-        && repo_build.join(library_file(statik)).exists()
-    {
+    let in_checkout = repo.join("include/shared_cache_index.h").exists();
+    if in_checkout && repo_build.join(library_file(statik)).exists() {
         return from_dir(&repo_build, statik, "the repository's build directory".to_string());
     }
+    let repo_build_said = if in_checkout {
+        let dir = repo_build.canonicalize().unwrap_or(repo_build);
+        format!("{}: no {} there", dir.display(), library_file(statik))
+    } else {
+        "this crate is not in a checkout of the repository".to_string()
+    };
     Err(format!(
         "libshared_cache_index not found.\n\
          shared-cache-index-sys links the C++ library, looked for, in this order:\n\
@@ -94,14 +99,13 @@ fn find(statik: bool) -> Result<Found, String> {
          2. pkg-config {pc}{static_flag}: {pkg_config_error}\n   \
          (install the library with cmake --install, and set PKG_CONFIG_PATH=<prefix>/lib/pkgconfig \
          for a prefix outside the system's);\n\
-         3. the repository's build directory {repo_build}: no {lib} there.\n\
+         3. the repository's build directory: {repo_build_said}.\n\
          To build the library: cmake -S <repository> -B build && cmake --build build --target {cmake_target}.",
         ext = if statik { "a" } else { "so" },
         pc = PC_NAME,
         static_flag = if statik { " --static" } else { "" },
         pkg_config_error = pkg_config_error.trim_end().replace('\n', "\n   "),
-        repo_build = repo_build.display(),
-        lib = library_file(statik),
+        repo_build_said = repo_build_said,
         cmake_target = if statik { "shared_cache_index_static" } else { "shared_cache_index" },
     ))
 }
