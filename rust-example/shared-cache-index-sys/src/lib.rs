@@ -28,6 +28,8 @@
 //! The build script passes on, as `links` metadata for the crates that
 //! depend on this one: `DEP_SHARED_CACHE_INDEX_LIB_DIR` (the directory
 //! linked from), `DEP_SHARED_CACHE_INDEX_LINKAGE` (`shared` or `static`),
+//! `DEP_SHARED_CACHE_INDEX_RPATH` (the directory a binary needs in its rpath,
+//! empty when none is needed: static, or a system directory),
 //! `DEP_SHARED_CACHE_INDEX_BIN_DIR` (where `sci-publish` is, if known) and
 //! `DEP_SHARED_CACHE_INDEX_VERSION` (the library's version, if known).
 //!
