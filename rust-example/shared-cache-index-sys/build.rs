@@ -71,7 +71,11 @@ fn find(statik: bool) -> Result<Found, String> {
             Some(parent) => parent.join(&configured),
             None => configured.clone(),
         };
-        return from_dir(&dir, statik, format!("SCI_LIB_DIR={}", configured.display()));
+        return from_dir(
+            &dir,
+            statik,
+            format!("SCI_LIB_DIR={}", configured.display()),
+        );
     }
     let pkg_config_error = match from_pkg_config(statik) {
         Ok(found) => return Ok(found),
@@ -83,7 +87,11 @@ fn find(statik: bool) -> Result<Found, String> {
     let repo_build = repo.join("build");
     let in_checkout = repo.join("include/shared_cache_index.h").exists();
     if in_checkout && repo_build.join(library_file(statik)).exists() {
-        return from_dir(&repo_build, statik, "the repository's build directory".to_string());
+        return from_dir(
+            &repo_build,
+            statik,
+            "the repository's build directory".to_string(),
+        );
     }
     let repo_build_said = if in_checkout {
         let dir = repo_build.canonicalize().unwrap_or(repo_build);
@@ -130,7 +138,11 @@ fn from_dir(dir: &Path, statik: bool, how: String) -> Result<Found, String> {
              unset SCI_LIB_DIR to find an installed library through pkg-config.",
             library.display(),
             how,
-            if statik { "shared_cache_index_static" } else { "shared_cache_index" }
+            if statik {
+                "shared_cache_index_static"
+            } else {
+                "shared_cache_index"
+            }
         ));
     }
     let dir = dir
@@ -139,9 +151,12 @@ fn from_dir(dir: &Path, statik: bool, how: String) -> Result<Found, String> {
     // The .pc file CMake configures beside the library (build directory) or
     // installs into <libdir>/pkgconfig: its Version, and its Libs.private for
     // static linking.
-    let pc_file = [dir.join("shared_cache_index.pc"), dir.join("pkgconfig/shared_cache_index.pc")]
-        .into_iter()
-        .find(|path| path.exists());
+    let pc_file = [
+        dir.join("shared_cache_index.pc"),
+        dir.join("pkgconfig/shared_cache_index.pc"),
+    ]
+    .into_iter()
+    .find(|path| path.exists());
     let pc_text = match &pc_file {
         Some(path) => {
             println!("cargo:rerun-if-changed={}", path.display());
@@ -158,7 +173,9 @@ fn from_dir(dir: &Path, statik: bool, how: String) -> Result<Found, String> {
             .into_iter()
             .find(|bin| bin.join("sci-publish").exists())
             .and_then(|bin| bin.canonicalize().ok()),
-        version: pc_text.as_deref().and_then(|text| pc_field(text, "Version")),
+        version: pc_text
+            .as_deref()
+            .and_then(|text| pc_field(text, "Version")),
         lib_dir: dir.clone(),
     };
     if statik {
@@ -226,7 +243,11 @@ fn from_pkg_config(statik: bool) -> Result<Found, String> {
         lib_dir,
         library: Some(file),
         private_libs: if statik {
-            library.libs.into_iter().filter(|name| name != "shared_cache_index").collect()
+            library
+                .libs
+                .into_iter()
+                .filter(|name| name != "shared_cache_index")
+                .collect()
         } else {
             Vec::new()
         },
@@ -240,8 +261,9 @@ fn from_pkg_config(statik: bool) -> Result<Found, String> {
 fn is_system_dir(dir: &Path) -> bool {
     let system = ["/usr/lib", "/lib", "/usr/lib64", "/lib64"];
     let multiarch = |d: &Path| {
-        d.parent().map_or(false, |parent| system.iter().any(|s| parent == Path::new(s)))
-            && d.to_string_lossy().ends_with("-linux-gnu")
+        d.parent().map_or(false, |parent| {
+            system.iter().any(|s| parent == Path::new(s))
+        }) && d.to_string_lossy().ends_with("-linux-gnu")
     };
     system.iter().any(|s| dir == Path::new(s)) || multiarch(dir)
 }
@@ -275,9 +297,16 @@ fn emit(found: &Found, statik: bool) {
     println!("cargo:rpath={}", rpath);
     println!(
         "cargo:bin_dir={}",
-        found.bin_dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default()
+        found
+            .bin_dir
+            .as_deref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
     );
-    println!("cargo:version={}", found.version.as_deref().unwrap_or_default());
+    println!(
+        "cargo:version={}",
+        found.version.as_deref().unwrap_or_default()
+    );
     // Which library was linked, for `cargo build -vv`.
     println!("cargo:found_by={}", found.how);
 }

@@ -41,7 +41,12 @@
 //! println!("libshared_cache_index {}", version.to_string_lossy());
 //! ```
 
-#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 #![allow(clippy::all)]
 
 include!("bindings.rs");
