@@ -1,44 +1,27 @@
-//! Links the CMake-built libshared_cache_index.so.
+//! The safe crate's part of linking, from the `links` metadata of
+//! shared-cache-index-sys (whose build script found the library):
 //!
-//! Directory: `SCI_LIB_DIR`, default `../build` (the README's build
-//! directory), relative to this crate. An rpath to it goes into every binary
-//! of this crate, so `cargo test` and `cargo run` need no LD_LIBRARY_PATH.
-//! The tools directory next to it (`<dir>/src/tools`, holding `sci-publish`)
-//! is passed on as `SCI_DEFAULT_BIN_DIR` for the tests and the demo.
+//! - its tests, examples and benches get the rpath to the library's
+//!   directory (SCI_LIB_DIR, or a pkg-config prefix outside the system's),
+//!   so `cargo test` and `cargo run --example` need no LD_LIBRARY_PATH;
+//! - `SCI_DEFAULT_BIN_DIR`, where `sci-publish` is (`<SCI_LIB_DIR>/src/tools`
+//!   or `<prefix>/bin`; empty if unknown), for the live tests.
+//!
+//! A binary of a crate that depends on this one gets no rpath from here:
+//! cargo passes link arguments only to the package that asks for them. Link
+//! a library installed outside the loader's path with your own
+//! `-C link-arg=-Wl,-rpath,<libdir>`, or set LD_LIBRARY_PATH.
 
 use std::env;
-use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=SCI_LIB_DIR");
     println!("cargo:rerun-if-changed=build.rs");
-
-    let manifest_dir =
-        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let configured = env::var_os("SCI_LIB_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("../build"));
-    let dir = manifest_dir.join(&configured);
-    let library = dir.join("libshared_cache_index.so");
-    if !library.exists() {
-        eprintln!(
-            "error: {} not found (SCI_LIB_DIR={}).\n\
-             The Rust crate links the C++ library: build it first with scripts/test.sh \
-             or cmake -S . -B build && cmake --build build --target shared_cache_index, \
-             or point SCI_LIB_DIR at the build directory that holds it.",
-            library.display(),
-            configured.display()
-        );
-        std::process::exit(1);
+    let rpath = env::var("DEP_SHARED_CACHE_INDEX_RPATH").unwrap_or_default();
+    if !rpath.is_empty() {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", rpath);
     }
-    let dir = dir.canonicalize().expect("the library's directory exists");
-    // Rerun (and relink) when the library is rebuilt.
-    println!("cargo:rerun-if-changed={}", library.display());
-    println!("cargo:rustc-link-search=native={}", dir.display());
-    println!("cargo:rustc-link-lib=dylib=shared_cache_index");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     println!(
         "cargo:rustc-env=SCI_DEFAULT_BIN_DIR={}",
-        dir.join("src/tools").display()
+        env::var("DEP_SHARED_CACHE_INDEX_BIN_DIR").unwrap_or_default()
     );
 }

@@ -2,7 +2,7 @@
 # The end-to-end demo: a Mooncake master stand-in (sci-publish) publishes the
 # objects SGLang HiCache workers store for a few prompts, in the production
 # wire format, on a loopback port; the Rust router example (rust-example,
-# src/bin/router_demo.rs) follows it through the library's subscriber and
+# examples/router_demo.rs) follows it through the library's subscriber and
 # asks, for a handful of prompts, which pages are in the pool. Act 2: a
 # Mooncake HA pair (two sci-publish electing a leader through a real etcd,
 # on 127.0.0.2 and 127.0.0.3 with the same ports); the router follows the
@@ -26,7 +26,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$jobs" --target shared_cache_index sci-publish >/dev/null
 echo "== building the Rust router example (cargo, offline)"
 # From inside the crate, so cargo finds its .cargo/config.toml (Debian's crates).
-(cd rust-example && SCI_LIB_DIR=$build cargo build --quiet --offline --release --bin router_demo)
+(cd rust-example && SCI_LIB_DIR=$build cargo build --quiet --offline --release --example router_demo)
 
 work=$(mktemp -d)
 publisher=""
@@ -82,7 +82,7 @@ fi
 
 echo "== the router (Rust) subscribes to $endpoint and queries"
 echo
-"$root/rust-example/target/release/router_demo" --endpoint "$endpoint" \
+"$root/rust-example/target/release/examples/router_demo" --endpoint "$endpoint" \
   --layout-json "$work/layout.json" --prompts "$work/prompts.jsonl" --published "$work/published.json"
 
 wait "$publisher"
@@ -131,6 +131,6 @@ act2_pids+=("$standby")
 await_line "$work/standby.log" '"standby"' "$standby" >/dev/null
 echo "standby 127.0.0.3 (pid $standby): same ports, waiting for the leader's lease"
 echo
-"$root/rust-example/target/release/router_demo" --etcd "$etcd_url" --event-port "$event_port" \
+"$root/rust-example/target/release/examples/router_demo" --etcd "$etcd_url" --event-port "$event_port" \
   --admin-port "$admin_port" --kill-leader-pid "$leader" \
   --layout-json "$work/layout.json" --prompts "$work/prompts.jsonl"

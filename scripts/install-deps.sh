@@ -55,9 +55,9 @@ dev_packages=(
   etcd-client
   redis-server           # a real Redis for the Redis HA tests (tests/redis_process.h)
   python3-matplotlib     # scripts/plot-bench.py draws bench/check_pages.png
-  # The Rust example (rust-example/): a toolchain (a rustup one on PATH takes
+  # The Rust crates (rust-example/): a toolchain (a rustup one on PATH takes
   # precedence), bindgen and rustfmt for scripts/regen-bindings.sh, and the
-  # crates it builds with offline from /usr/share/cargo/registry.
+  # crates they build with offline from /usr/share/cargo/registry.
   cargo
   rustc
   rustfmt
@@ -65,6 +65,7 @@ dev_packages=(
   librust-serde-json-dev
   librust-dashmap-dev
   librust-sha2-dev
+  librust-pkg-config-dev # shared-cache-index-sys's build.rs finds the installed library
 )
 
 case $mode in

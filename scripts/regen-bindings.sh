@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates rust-example/src/sys.rs, the raw Rust bindings of
-# include/shared_cache_index.h, with bindgen (Debian's CLI, see
-# scripts/install-deps.sh).
-#   scripts/regen-bindings.sh           rewrite src/sys.rs
-#   scripts/regen-bindings.sh --check   fail if src/sys.rs is not what bindgen
+# Regenerates rust-example/shared-cache-index-sys/src/bindings.rs, the raw
+# Rust bindings of include/shared_cache_index.h (the -sys crate's lib.rs
+# includes it), with bindgen (Debian's CLI, see scripts/install-deps.sh).
+#   scripts/regen-bindings.sh           rewrite bindings.rs
+#   scripts/regen-bindings.sh --check   fail if bindings.rs is not what bindgen
 #                                       makes of the current header
 # The check compares after formatting both sides with the local rustfmt, so a
 # different rustfmt version never reads as drift; a changed declaration does.
@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 header=$root/include/shared_cache_index.h
-out=$root/rust-example/src/sys.rs
+out=$root/rust-example/shared-cache-index-sys/src/bindings.rs
 
 for tool in bindgen rustfmt; do
   command -v "$tool" >/dev/null || { echo "regen-bindings: $tool not found (scripts/install-deps.sh)" >&2; exit 1; }

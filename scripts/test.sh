@@ -10,8 +10,8 @@
 #      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
 #      build-tsan/),
 #   5. the whole ctest suite of the build of stage 2,
-#   6. the Rust example (rust-example/): bindings in sync with the header,
-#      then its cargo test against that build.
+#   6. the Rust crates (rust-example/): bindings in sync with the header,
+#      then their cargo test against that build.
 # It ends with a summary: each stage, what passed (ctest's and the gtest
 # binaries' totals, cargo's test results) and its time; also when a stage
 # fails, which then ends the run.
@@ -98,8 +98,8 @@ fi
 
 stage "tests ($build)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900
 
-# The Rust example links the library of this build (and runs its sci-publish).
-# cargo runs from inside the crate so it finds rust-example/.cargo/config.toml
+# The Rust crates link the library of this build (SCI_LIB_DIR; and run its sci-publish).
+# cargo runs from inside rust-example/ so it finds its .cargo/config.toml
 # (crates from Debian's packages, offline).
 stage "rust example: bindings match the header" scripts/regen-bindings.sh --check
 build_dir=$(cd "$build" && pwd)

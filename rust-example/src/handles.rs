@@ -1,5 +1,5 @@
 //! The thin wrapper over `sys`: the owned handles (`Index`, `Layout`,
-//! `Subscriber`) and every call into the C library. With `sys.rs`, this is
+//! `Subscriber`) and every call into the C library. With the -sys crate, this is
 //! the only module allowed `unsafe`; everything it does is argued here.
 //!
 //! The C contract (include/shared_cache_index.h, "Conventions") this relies on:
