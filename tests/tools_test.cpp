@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -431,6 +432,151 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
   }
   EXPECT_EQ(prompts, 3);
   sci_layout_free(layout);
+}
+
+// ---- the second generation (docs/wire-formats.md, section 5) ----
+
+// Two sci-tails, one per residency rule, on one second-generation script:
+// a memory eviction that keeps the disk copy leaves the key present under
+// the per-medium rule alone, and a `cleared` empties its tenant alone. The
+// tenants hold 2, 3 and 1 keys, so clearing the wrong one, all of them or
+// none gives another count.
+TEST(Tools, SecondGenerationScriptUnderBothResidencyRules) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools-gen2");
+  const std::vector<std::string> rules = {"per-medium", "object"};
+  std::vector<std::unique_ptr<Child>> tails;
+  for (const std::string& rule : rules) {
+    tails.push_back(Child::Spawn({kTail, "--endpoint", endpoint, "--residency", rule, "--max-messages", "4",
+                                  "--timeout-ms", "20000"}));
+    ASSERT_NE(tails.back(), nullptr);
+  }
+  const std::string script =
+      "stored evicted_k group=g medium=cpu\n"
+      "stored evicted_k group=g medium=disk\n"
+      "stored kept\n"
+      "flush\n"
+      "removed evicted_k group=g medium=cpu  # the disk copy stays\n"
+      "flush\n"
+      "stored a1 tenant=tenant-a\n"
+      "stored a2 tenant=tenant-a medium=disk\n"
+      "stored a3 tenant=tenant-a medium=\n"
+      "stored b1 tenant=tenant-b\n"
+      "flush\n"
+      "cleared tenant=tenant-a\n";
+  auto publish = Child::Spawn({kPublish, "--endpoint", endpoint, "--script", "-", "--generation", "2",
+                               "--subscribers", "2", "--wait-subscribers-ms", "20000"},
+                              script);
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  EXPECT_EQ(OutLines(*publish).at(0)["events"], 9);
+
+  const std::map<std::string, uint64_t> keys_after = {{"per-medium", 3}, {"object", 2}};
+  for (size_t t = 0; t < tails.size(); ++t) {
+    SCOPED_TRACE(rules[t]);
+    ASSERT_TRUE(tails[t]->Finish());
+    ASSERT_EQ(tails[t]->exit_code(), 0) << tails[t]->err();
+    const std::vector<nlohmann::json> lines = OutLines(*tails[t]);
+    ASSERT_EQ(lines.size(), 5u) << tails[t]->out();
+    const nlohmann::json& cleared = lines[3]["events"];
+    ASSERT_EQ(cleared.size(), 1u);
+    EXPECT_EQ(cleared[0]["type"], "tenant_cleared");
+    EXPECT_EQ(cleared[0]["tenant_id"], "tenant-a");
+    EXPECT_EQ(cleared[0]["object_key"], "");
+    EXPECT_EQ(cleared[0]["event_id"], 9);
+    const nlohmann::json& stats = lines[4]["stats"];
+    EXPECT_EQ(stats["tenant_clears"], 1);
+    EXPECT_EQ(stats["sequence_gaps"], 0);
+    EXPECT_EQ(stats["keys"], keys_after.at(rules[t]));
+    EXPECT_EQ(stats["medium_removals_kept"], rules[t] == "per-medium" ? 1 : 0);
+  }
+}
+
+TEST(Tools, TailRefusesAnUnknownResidencyRule) {
+  auto tail = Child::Spawn({kTail, "--endpoint", "ipc:///tmp/x", "--residency", "per-object"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 2);
+  EXPECT_NE(tail->err().find("per-object"), std::string::npos) << tail->err();
+}
+
+// The second-generation workload (sci-publish --help, "Generations") into
+// two live indexes, one per rule: page n of the one prompt is present under
+// the per-medium rule unless deleted (n%5==4), and under the object rule
+// unless deleted or evicted from memory (n%4==0) and not upserted after
+// (n%3==2). Then `--end-with-cleared` empties the tenant under both.
+TEST(Tools, SecondGenerationWorkloadUnderBothResidencyRules) {
+  constexpr uint32_t kPages = 13;
+  const std::vector<uint32_t> rules = {SCI_RESIDENCY_PER_MEDIUM, SCI_RESIDENCY_OBJECT};
+  for (const bool end_with_cleared : {false, true}) {
+    SCOPED_TRACE(end_with_cleared ? "with cleared" : "without cleared");
+    std::vector<std::unique_ptr<sci_index, void (*)(sci_index*)>> indexes;
+    for (const uint32_t rule : rules) {
+      sci_index_options options = SCI_INDEX_OPTIONS_INIT;
+      options.residency = rule;
+      sci_index* handle = nullptr;
+      ASSERT_EQ(sci_index_new(&options, &handle), SCI_OK) << sci_last_error();
+      indexes.emplace_back(handle, sci_index_free);
+    }
+    const TempFile prompts_file("sci-prompts-gen2", "");
+    std::vector<std::string> argv = {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
+                                     "--page-size", "16", "--tp", "2", "--pages", std::to_string(kPages),
+                                     "--generation", "2", "--prompts-out", prompts_file.path(),
+                                     "--subscribers", "2", "--wait-subscribers-ms", "20000"};
+    if (end_with_cleared) argv.push_back("--end-with-cleared");
+    auto publish = Child::Spawn(argv);
+    ASSERT_NE(publish, nullptr);
+    std::string listening;
+    ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
+    SubscriberOptions options;
+    options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+    std::vector<std::unique_ptr<Subscriber>> subscribers;
+    for (auto& index : indexes) {
+      SubscriberError code = SubscriberError::kNone;
+      std::string error;
+      subscribers.push_back(Subscriber::Start(index->impl, options, &code, &error));
+      ASSERT_NE(subscribers.back(), nullptr) << error;
+    }
+    ASSERT_TRUE(publish->Finish());
+    ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+    const uint64_t events = OutLines(*publish).at(0)["events"].get<uint64_t>();
+    for (auto& index : indexes) {
+      ASSERT_TRUE(WaitFor([&] { return index->impl.GetStats().events_applied == events; }));
+    }
+
+    sci_layout_spec spec{};
+    spec.struct_size = sizeof spec;
+    spec.page_size = 16;
+    spec.tp_size = 2;
+    sci_layout* layout = nullptr;
+    ASSERT_EQ(sci_layout_new(&spec, &layout), SCI_OK) << sci_last_error();
+    std::ifstream in(prompts_file.path());
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    const std::vector<uint32_t> tokens = nlohmann::json::parse(line)["tokens"].get<std::vector<uint32_t>>();
+    for (size_t r = 0; r < rules.size(); ++r) {
+      SCOPED_TRACE(rules[r] == SCI_RESIDENCY_PER_MEDIUM ? "per-medium" : "object");
+      std::vector<uint8_t> hits(kPages);
+      sci_page_result result{};
+      result.struct_size = sizeof result;
+      ASSERT_EQ(sci_index_check_pages(indexes[r].get(), layout, tokens.data(), tokens.size(), 16, hits.data(),
+                                      hits.size(), &result),
+                SCI_OK)
+          << sci_last_error();
+      ASSERT_EQ(result.n_pages, kPages);
+      for (uint32_t n = 0; n < kPages; ++n) {
+        const bool deleted = n % 5 == 4;
+        const bool off_memory = n % 4 == 0 && n % 3 != 2;
+        const bool present =
+            !end_with_cleared && !deleted && (rules[r] == SCI_RESIDENCY_PER_MEDIUM || !off_memory);
+        EXPECT_EQ(hits[n] != 0, present) << "page " << n;
+      }
+      const Stats stats = indexes[r]->impl.GetStats();
+      EXPECT_EQ(stats.tenant_clears, end_with_cleared ? 1u : 0u);
+      EXPECT_EQ(stats.sequence_gaps, 0u);
+    }
+    sci_layout_free(layout);
+  }
 }
 
 }  // namespace

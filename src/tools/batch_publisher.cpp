@@ -86,6 +86,7 @@ void BatchPublisher::Flush() {
     MooncakeEvent view;
     view.event_id = next_event_id_++;
     view.stored = event.stored;
+    view.cleared = event.cleared;
     view.object_key = event.object_key;
     view.group_id = event.group_id;
     view.tenant_id = event.tenant_id;
