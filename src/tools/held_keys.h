@@ -31,9 +31,10 @@ class HeldKeys {
 
   // stored adds the key on its medium, removed drops it (from that medium
   // alone with per_medium), a `cleared` of the default tenant drops every
-  // key; other tenants are not listed. A key stored on no named medium
-  // falls to any removal, as the index's does: listing it after a removal
-  // the index honoured would make a resync a false hit.
+  // key; other tenants are not listed. Media follow the index's rule
+  // (index-semantics.md, "Residency"): a store on no named medium makes
+  // them unknown (empty), and a key whose media are unknown falls to any
+  // removal.
   void Apply(const ScriptEvent& event) {
     if (event.tenant_id != kDefaultTenant) return;
     std::lock_guard<std::mutex> lock(mu_);
@@ -42,12 +43,18 @@ class HeldKeys {
       return;
     }
     if (event.stored) {
-      keys_[event.object_key].insert(event.medium);
+      auto [it, added] = keys_.try_emplace(event.object_key);
+      if (event.medium.empty() || (!added && it->second.empty())) {
+        it->second.clear();
+        if (!event.medium.empty()) it->second.insert(event.medium);
+      } else {
+        it->second.insert(event.medium);
+      }
       return;
     }
     const auto it = keys_.find(event.object_key);
     if (it == keys_.end()) return;
-    if (!per_medium_ || event.medium.empty() || it->second.contains("")) {
+    if (!per_medium_ || event.medium.empty() || it->second.empty()) {
       keys_.erase(it);
       return;
     }
@@ -78,7 +85,7 @@ class HeldKeys {
  private:
   const bool per_medium_;
   mutable std::mutex mu_;
-  // Each key with the media holding it ("" for none named).
+  // Each key with the media holding it (empty: unknown).
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> keys_;
 };
 
