@@ -1,9 +1,13 @@
 // Model-based randomized tests of the index: a tiny reference model written
 // for clarity (plain sets, the rules of docs/index-semantics.md line by line) and
 // random streams of batches with gaps, duplicates, restarts, stored/removed
-// with and without groups (and with the wrong group), several tenants and
-// all-cleared events, under the plain rules and the production format's
-// (stores of a run's first batch withheld).
+// with and without groups (and with the wrong group), on several media
+// (cpu, disk, none, and more names than the index numbers), several
+// tenants, all-cleared and tenant-cleared events (and, as production
+// messages, `cleared` and event types nobody knows that name no key),
+// under the plain rules and the production format's (stores of a run's
+// first batch withheld), and under both residency rules (object and
+// per-medium: the model keeps each key's media).
 //
 //   - Index level: after every step the index agrees with the model, and no
 //     verified group lacks a key the model does not have.
@@ -37,6 +41,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <msgpack.hpp>
 
 #include "index/index.h"
 #include "sglang/layout.h"
@@ -608,6 +613,32 @@ void Encode(const PageBatch& batch, EncodedMessage* m) {
   EncodeMooncakePayload(1700000000000, events, &m->payload);
 }
 
+// A production message whose one event has a type the decoder does not
+// know and names no key: the index must read it as a clear of its tenant
+// (index-semantics.md: a miss is the only safe reading).
+void EncodeUnknownKeyless(uint64_t sequence, std::string_view tenant, EncodedMessage* m) {
+  struct Sink {
+    std::string* out;
+    void write(const char* data, size_t size) { out->append(data, size); }
+  };
+  Sink sink{&m->payload};
+  msgpack::packer<Sink> packer(sink);
+  const auto str = [&](std::string_view s) {
+    packer.pack_str(static_cast<uint32_t>(s.size()));
+    packer.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  };
+  packer.pack_array(3);
+  packer.pack_uint64(1700000000000);
+  packer.pack_array(1);
+  packer.pack_map(3);
+  str("event_type"), str("compacted");
+  str("type"), str("TierCompacted");
+  str("tenant_id"), str(tenant);
+  packer.pack_uint64(0);
+  m->sequence = EncodeSequence(sequence);
+  m->frames = {EncodedMessage::Bytes(m->topic), m->sequence, EncodedMessage::Bytes(m->payload)};
+}
+
 // One way or another, not a message any decoder may accept.
 void Corrupt(PageStream& stream, EncodedMessage* m) {
   m->frames.clear();
@@ -637,7 +668,10 @@ struct PageRunStats {
   uint64_t layout_changes = 0;
   uint64_t snapshot_loads = 0;
   uint64_t groups_adopted = 0;
-  uint64_t operations() const { return batches + messages + malformed + queries + layout_changes + snapshot_loads; }
+  uint64_t unknown_keyless = 0;
+  uint64_t operations() const {
+    return batches + messages + malformed + unknown_keyless + queries + layout_changes + snapshot_loads;
+  }
 };
 
 // Asks `layout` (built from spec `spec`) about one request and compares every
@@ -776,6 +810,16 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency res
       ASSERT_FALSE(ApplyMessage(index, m.frames, scratch, nullptr)) << where;
       ASSERT_EQ(index.GetStats().malformed_messages, malformed + 1) << where;
       ++run.malformed;
+    } else if (what < 13) {
+      // An event type nobody knows, naming no key: its tenant is cleared.
+      const uint64_t sequence = stream.NextSequence(model);
+      const std::string& tenant = u.keys()[stream.PickIndex(u.keys().size())].tenant;
+      EncodedMessage m;
+      EncodeUnknownKeyless(sequence, tenant, &m);
+      ASSERT_TRUE(ApplyMessage(index, m.frames, scratch, nullptr)) << where;
+      const Event cleared{EventKind::kTenantCleared, {}, {}, tenant, {}};
+      model.ApplyBatch(sequence, std::vector<Event>{cleared}, /*production=*/true);
+      ++run.unknown_keyless;
     } else {
       const PageBatch batch = stream.NextBatch(model);
       if (batch.encodable && stream.Chance(30)) {
@@ -815,6 +859,7 @@ TEST_P(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
   }
   EXPECT_GT(run.page_hits, run.queries / 10) << "the stream should fill pages often enough to hit";
   EXPECT_GT(run.malformed, 0u);
+  EXPECT_GT(run.unknown_keyless, 0u);
   EXPECT_GT(run.groups_adopted, 0u) << "snapshot pages should be asked for and adopted";
   std::printf("page model: %llu operations (%llu batches, %llu messages, %llu malformed, %llu queries, "
               "%llu layout changes, %llu snapshot loads), %llu page hits, %llu groups adopted\n",

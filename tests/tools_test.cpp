@@ -500,6 +500,20 @@ TEST(Tools, TailRefusesAnUnknownResidencyRule) {
   EXPECT_NE(tail->err().find("per-object"), std::string::npos) << tail->err();
 }
 
+TEST(Tools, PublishRefusesAnUnknownGenerationAndAClearWithoutTheSecond) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--generation", "3"},
+                                                std::vector<std::string>{"--generation", "0"},
+                                                std::vector<std::string>{"--end-with-cleared"}}) {
+    std::vector<std::string> argv = {kPublish, "--endpoint", "ipc:///tmp/x", "--sglang-workload", "--page-size", "4"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto publish = Child::Spawn(argv);
+    ASSERT_NE(publish, nullptr);
+    ASSERT_TRUE(publish->Finish());
+    EXPECT_EQ(publish->exit_code(), 2) << extra[0];
+    EXPECT_NE(publish->err().find("generation"), std::string::npos) << publish->err();
+  }
+}
+
 // The second-generation workload (sci-publish --help, "Generations") into
 // two live indexes, one per rule: page n of the one prompt is present under
 // the per-medium rule unless deleted (n%5==4), and under the object rule
