@@ -304,14 +304,42 @@ TEST(Tools, TailStopsOnSigtermWithItsStats) {
 
 // ---- the bytes on the wire ----
 
+// A raw subscriber to `endpoint`, to compare what a publisher sent byte for byte.
+struct RawSubscriber {
+  explicit RawSubscriber(const std::string& endpoint) : sub(context, zmq::socket_type::sub) {
+    sub.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::subscribe, "");
+    sub.set(zmq::sockopt::reconnect_ivl, 20);
+    sub.connect(endpoint);
+  }
+
+  // Up to `count` messages (each as its frames), or fewer after 20 s.
+  std::vector<std::vector<std::string>> Receive(size_t count) {
+    std::vector<std::vector<std::string>> received;
+    const auto deadline = Clock::now() + 20s;
+    while (received.size() < count && Clock::now() < deadline) {
+      zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, 100ms) == 0) continue;
+      std::vector<std::string> frames;
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        (void)sub.recv(part);
+        frames.push_back(part.to_string());
+        more = part.more();
+      }
+      received.push_back(std::move(frames));
+    }
+    return received;
+  }
+
+  zmq::context_t context{1};
+  zmq::socket_t sub;
+};
+
 TEST(Tools, PublishedBytesMatchTheEncoder) {
   const std::string endpoint = UniqueIpcEndpoint("sci-tools");
-  zmq::context_t context(1);
-  zmq::socket_t sub(context, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::linger, 0);
-  sub.set(zmq::sockopt::subscribe, "");
-  sub.set(zmq::sockopt::reconnect_ivl, 20);
-  sub.connect(endpoint);
+  RawSubscriber subscriber(endpoint);
 
   // 70 events: one full batch of 64 and one of 6; then a removal after a gap.
   std::string script;
@@ -327,21 +355,7 @@ TEST(Tools, PublishedBytesMatchTheEncoder) {
                                std::to_string(kTimestamp), "--wait-subscribers-ms", "20000"});
   ASSERT_NE(publish, nullptr);
 
-  std::vector<std::vector<std::string>> received;
-  const auto deadline = Clock::now() + 20s;
-  while (received.size() < 3 && Clock::now() < deadline) {
-    zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, 100ms) == 0) continue;
-    std::vector<std::string> frames;
-    bool more = true;
-    while (more) {
-      zmq::message_t part;
-      (void)sub.recv(part);
-      frames.push_back(part.to_string());
-      more = part.more();
-    }
-    received.push_back(std::move(frames));
-  }
+  const std::vector<std::vector<std::string>> received = subscriber.Receive(3);
   ASSERT_TRUE(publish->Finish());
   ASSERT_EQ(publish->exit_code(), 0) << publish->err();
   ASSERT_EQ(received.size(), 3u);
@@ -490,6 +504,43 @@ TEST(Tools, SecondGenerationScriptUnderBothResidencyRules) {
     EXPECT_EQ(stats["keys"], keys_after.at(rules[t]));
     EXPECT_EQ(stats["medium_removals_kept"], rules[t] == "per-medium" ? 1 : 0);
   }
+}
+
+// --generation 2 writes the second-generation publisher's field order
+// (mooncake_encoder_test checks the encoder against its capture), and a
+// script's `cleared` as that publisher's key-less event.
+TEST(Tools, SecondGenerationBytesMatchTheEncoder) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools-gen2-bytes");
+  RawSubscriber subscriber(endpoint);
+  constexpr int64_t kTimestamp = 1796138256390;
+  auto publish = Child::Spawn({kPublish, "--endpoint", endpoint, "--script", "-", "--generation", "2",
+                               "--timestamp-ms", std::to_string(kTimestamp), "--wait-subscribers-ms", "20000"},
+                              "stored k1 group=g medium=disk idx=3\nremoved k1 group=g\ncleared tenant=t-a\n");
+  ASSERT_NE(publish, nullptr);
+  const std::vector<std::vector<std::string>> received = subscriber.Receive(1);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  ASSERT_EQ(received.size(), 1u);
+  ASSERT_EQ(received[0].size(), 3u);
+
+  std::vector<MooncakeEvent> events(3);
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].event_id = i + 1;
+    events[i].second_generation = true;
+    events[i].object_key = "k1";
+    events[i].group_id = "g";
+  }
+  events[0].medium = "disk";
+  events[0].base_block_idx = 3;  // the second generation writes nil
+  events[1].stored = false;
+  events[1].medium = "cpu";
+  events[2] = MooncakeEvent{};
+  events[2].event_id = 3;
+  events[2].cleared = true;
+  events[2].tenant_id = "t-a";
+  std::string payload;
+  EncodeMooncakePayload(kTimestamp, events, &payload);
+  EXPECT_EQ(received[0][2], payload);
 }
 
 TEST(Tools, TailRefusesAnUnknownResidencyRule) {

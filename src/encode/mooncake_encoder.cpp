@@ -92,12 +92,23 @@ void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event)
   packer.pack_map(event.stored ? 20 : 17);
   PackHead(packer, timestamp_ms, event, event.stored ? "stored" : "removed",
            event.stored ? "BlockStored" : "BlockRemoved");
-  PackStr(packer, "group_id");
-  PackStrOrNil(packer, event.group_id);
-  PackStr(packer, "medium");
-  PackStrOrNil(packer, event.medium);
-  PackStr(packer, "dp_rank");
-  packer.pack_nil();
+  if (event.second_generation) {
+    // testdata/mooncake-publisher/media-and-cleared: the medium first, a
+    // dp_rank of 0, then the group.
+    PackStr(packer, "medium");
+    PackStrOrNil(packer, event.medium);
+    PackStr(packer, "dp_rank");
+    packer.pack_uint64(0);
+    PackStr(packer, "group_id");
+    PackStrOrNil(packer, event.group_id);
+  } else {
+    PackStr(packer, "group_id");
+    PackStrOrNil(packer, event.group_id);
+    PackStr(packer, "medium");
+    PackStrOrNil(packer, event.medium);
+    PackStr(packer, "dp_rank");
+    packer.pack_nil();
+  }
   PackStr(packer, "object_key");
   PackStr(packer, event.object_key);
 
@@ -111,14 +122,16 @@ void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event)
   if (number) packer.pack_int64(static_cast<int64_t>(*number));
 
   PackStr(packer, "base_block_idx");
-  if (event.stored) {
+  if (event.stored && !event.second_generation) {
     packer.pack_uint64(event.base_block_idx);
+  } else {
+    packer.pack_nil();  // the second generation sends none, even when storing
+  }
+  if (event.stored) {
     for (std::string_view stored_only : {"parent_hash", "token_ids", "parent_block_hash"}) {
       PackStr(packer, stored_only);
       packer.pack_nil();
     }
-  } else {
-    packer.pack_nil();
   }
 }
 

@@ -28,6 +28,10 @@ struct MooncakeEvent {
   // send nil, the second-generation publisher the configured values.
   std::string_view model_name;        // empty => nil
   uint64_t block_size = 0;            // 0 => nil
+  // The field order of the second-generation publisher (Mooncake
+  // dev/conductor): medium, dp_rank 0 and group_id in that order, and
+  // base_block_idx nil even when storing. `cleared` is always written so.
+  bool second_generation = false;
 };
 
 }  // namespace sci

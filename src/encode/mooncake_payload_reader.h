@@ -20,7 +20,8 @@ struct MooncakePayload {
   // Views into the payload's bytes. An absent or nil string field is empty
   // here (not the MooncakeEvent default); `stored` is true only for a
   // "stored" event_type (or, without one, a "BlockStored" type), `cleared`
-  // only for "cleared" (or, without one, "AllBlocksCleared").
+  // only for "cleared" (or, without one, "AllBlocksCleared"), and
+  // `second_generation` when dp_rank is not nil.
   std::vector<MooncakeEvent> events;
 };
 

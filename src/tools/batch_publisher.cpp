@@ -87,6 +87,7 @@ void BatchPublisher::Flush() {
     view.event_id = next_event_id_++;
     view.stored = event.stored;
     view.cleared = event.cleared;
+    view.second_generation = config_.second_generation;
     view.object_key = event.object_key;
     view.group_id = event.group_id;
     view.tenant_id = event.tenant_id;

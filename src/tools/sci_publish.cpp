@@ -113,8 +113,10 @@ stream 0 on the shared prefix and p+1 elsewhere (--prompts-out writes them).
 Generations (docs/wire-formats.md, section 5). --generation 1 (the
 default) is Mooncake's main-branch master: the workload stores each object
 once, on cpu, and the admin server's listing drops a key on any removal.
---generation 2 is the second-generation master, where stored and removed
-name one medium each and an object is present while some medium holds it:
+--generation 2 is the second-generation master, whose events it writes
+in that publisher's field order (dp_rank 0, base_block_idx nil), where
+stored and removed name one medium each and an object is present while
+some medium holds it:
 each distinct page of the workload, numbered n from 0 in publishing order,
 is committed (stored cpu), then offloaded if n%2==0 (stored disk), evicted
 from memory with its disk copy kept if n%4==0 (removed cpu), upserted if
@@ -570,6 +572,7 @@ int Main(int argc, char** argv) {
       }
     }
 
+    config.second_generation = workload.generation == Generation::kSecond;
     BatchPublisher publisher(config);
     if (!publisher.Open(&error)) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());

@@ -120,7 +120,9 @@ void ProductionSeeds(const fs::path& out) {
   // under the per-medium rule), and `cleared` of each tenant.
   sci::MooncakeEvent on_disk = stored;
   on_disk.medium = "disk";
+  on_disk.second_generation = true;  // that publisher's field order
   sci::MooncakeEvent off_memory = removed;
+  off_memory.second_generation = true;
   sci::MooncakeEvent cleared_a;
   cleared_a.cleared = true;
   cleared_a.tenant_id = "tenant-a";
