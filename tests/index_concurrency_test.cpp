@@ -1,9 +1,16 @@
 // Readers query while one writer applies batches: no reader may ever see a
 // key the writer has not stored, nor keep seeing one the writer removed
-// before the query began.
+// before the query began, nor a key of a tenant cleared before it began.
+// Each test runs under both residency rules; the writer stores every key on
+// two media and removes them one medium a batch, so under the per-medium
+// rule a key is gone only after its second removal (and under the object
+// rule after its first).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
+#include <span>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -18,6 +25,15 @@ constexpr int kKeys = 20000;
 constexpr int kBatch = 64;
 constexpr int kReaders = 3;
 
+class IndexConcurrency : public ::testing::TestWithParam<Residency> {
+ protected:
+  IndexOptions Options() const { return IndexOptions{.residency = GetParam()}; }
+};
+
+std::vector<Event> OnMedia(EventKind kind, std::string_view key, std::string_view group = {}) {
+  return {Event{kind, key, group, {}, "cpu"}, Event{kind, key, group, {}, "disk"}};
+}
+
 std::vector<std::string> MakeKeys() {
   std::vector<std::string> keys;
   keys.reserve(kKeys);
@@ -25,8 +41,8 @@ std::vector<std::string> MakeKeys() {
   return keys;
 }
 
-TEST(IndexConcurrency, NoReaderSeesAKeyBeforeTheWriterStoresIt) {
-  Index index;
+TEST_P(IndexConcurrency, NoReaderSeesAKeyBeforeTheWriterStoresIt) {
+  Index index(Options());
   const std::vector<std::string> keys = MakeKeys();
   // The writer announces the highest key it is about to store before it
   // applies the batch; a reader that finds key i present must then see an
@@ -69,11 +85,11 @@ TEST(IndexConcurrency, NoReaderSeesAKeyBeforeTheWriterStoresIt) {
   std::printf("readers saw %ld hits while the writer stored\n", hits.load());
 }
 
-TEST(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
-  Index index;
+TEST_P(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
+  Index index(Options());
   const std::vector<std::string> keys = MakeKeys();
   std::vector<Event> all;
-  for (const std::string& k : keys) all.push_back(Event{EventKind::kStored, k, {}, {}, {}});
+  for (const std::string& k : keys) std::ranges::copy(OnMedia(EventKind::kStored, k), std::back_inserter(all));
   index.ApplyBatch(1, all);
 
   // The writer publishes "every key below n is removed" only after the
@@ -98,10 +114,12 @@ TEST(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
 
   uint64_t sequence = 2;
   for (int start = 0; start < kKeys; start += kBatch) {
-    std::vector<Event> batch;
     const int end = std::min(start + kBatch, kKeys);
-    for (int i = start; i < end; ++i) batch.push_back(Event{EventKind::kRemoved, keys[i], {}, {}, {}});
-    index.ApplyBatch(sequence++, batch);
+    for (const std::string_view medium : {"cpu", "disk"}) {
+      std::vector<Event> batch;
+      for (int i = start; i < end; ++i) batch.push_back(Event{EventKind::kRemoved, keys[i], {}, {}, medium});
+      index.ApplyBatch(sequence++, batch);
+    }
     removed_below.store(end, std::memory_order_release);
   }
   done.store(true, std::memory_order_release);
@@ -111,12 +129,12 @@ TEST(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
   EXPECT_EQ(index.GetStats().keys, 0u);
 }
 
-TEST(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
+TEST_P(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
   // Readers prove groups of two keys and mark them verified while the writer
   // removes one key of each group without a group label (which must reach
-  // the group the key was stored under). Afterwards no group may still be
-  // verified: each has lost a key.
-  Index index;
+  // the group the key was stored under), one medium a batch. Afterwards no
+  // group may still be verified: each has lost a key.
+  Index index(Options());
   constexpr int kGroups = 2000;
   std::vector<std::string> names, k1, k2;
   for (int g = 0; g < kGroups; ++g) {
@@ -126,8 +144,8 @@ TEST(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
   }
   std::vector<Event> stored;
   for (int g = 0; g < kGroups; ++g) {
-    stored.push_back(Event{EventKind::kStored, k1[g], names[g], {}, {}});
-    stored.push_back(Event{EventKind::kStored, k2[g], names[g], {}, {}});
+    std::ranges::copy(OnMedia(EventKind::kStored, k1[g], names[g]), std::back_inserter(stored));
+    std::ranges::copy(OnMedia(EventKind::kStored, k2[g], names[g]), std::back_inserter(stored));
   }
   index.ApplyBatch(1, stored);
   const uint64_t seed = TenantSeed("");
@@ -149,8 +167,7 @@ TEST(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
   }
   uint64_t sequence = 2;
   for (int g = 0; g < kGroups; ++g) {
-    std::vector<Event> batch = {Event{EventKind::kRemoved, k2[g], {}, {}, {}}};
-    index.ApplyBatch(sequence++, batch);
+    for (const Event& removal : OnMedia(EventKind::kRemoved, k2[g])) index.ApplyBatch(sequence++, std::span(&removal, 1));
   }
   done.store(true, std::memory_order_release);
   for (std::thread& t : readers) t.join();
@@ -160,6 +177,69 @@ TEST(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
   }
   EXPECT_EQ(index.GetStats().verified_groups, 0u);
 }
+
+// The writer clears tenant-a, whose keys it stored on two media, while the
+// readers ask for its keys and tenant-b's: once the clear is applied no
+// query that begins after it finds a tenant-a key, and tenant-b's keys are
+// present throughout (their tenant tag differs: the clear never walks
+// into them).
+TEST_P(IndexConcurrency, NoReaderSeesAKeyOfATenantClearedBeforeItsQueryBegan) {
+  ASSERT_NE(TenantTag(TenantSeed("tenant-a")), TenantTag(TenantSeed("tenant-b")));
+  const std::vector<std::string> keys = MakeKeys();
+  uint64_t sequence = 1;
+  Index index(Options());
+  for (const char* tenant : {"tenant-a", "tenant-b"}) {
+    std::vector<Event> all;
+    for (const std::string& k : keys) {
+      for (Event e : OnMedia(EventKind::kStored, k)) {
+        e.tenant_id = tenant;
+        all.push_back(e);
+      }
+    }
+    index.ApplyBatch(sequence++, all);
+  }
+  std::atomic<bool> cleared{false}, done{false};
+  std::atomic<int> violations{0}, missing_b{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t x = 0x2545F4914F6CDD1Dull + r;
+      while (!done.load(std::memory_order_acquire)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const std::string& key = keys[x % kKeys];
+        const bool after_clear = cleared.load(std::memory_order_acquire);
+        if (after_clear && index.Contains("tenant-a", key)) violations.fetch_add(1);
+        if (!index.Contains("tenant-b", key)) missing_b.fetch_add(1);
+      }
+    });
+  }
+  // One medium removed first: under the per-medium rule the keys stay, and
+  // the clear must take keys that are still on a medium.
+  std::vector<Event> half;
+  for (int i = 0; i < kKeys; i += 2) half.push_back(Event{EventKind::kRemoved, keys[i], {}, "tenant-a", "cpu"});
+  index.ApplyBatch(sequence++, half);
+  const Event clear{EventKind::kTenantCleared, {}, {}, "tenant-a", {}};
+  index.ApplyBatch(sequence++, std::span(&clear, 1));
+  cleared.store(true, std::memory_order_release);
+  // Keep the readers going over the cleared index for a while (bounded by
+  // work, not time).
+  for (int round = 0; round < 200; ++round) {
+    const Event nothing{EventKind::kRemoved, "never-stored", {}, "tenant-c", "cpu"};
+    index.ApplyBatch(sequence++, std::span(&nothing, 1));
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(missing_b.load(), 0);
+  EXPECT_EQ(index.GetStats().keys, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(index.GetStats().tenant_clears, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothRules, IndexConcurrency, ::testing::Values(Residency::kObject, Residency::kPerMedium),
+                         [](const ::testing::TestParamInfo<Residency>& info) {
+                           return info.param == Residency::kPerMedium ? "PerMedium" : "Object";
+                         });
 
 }  // namespace
 }  // namespace sci

@@ -1,9 +1,13 @@
 // Model-based randomized tests of the index: a tiny reference model written
 // for clarity (plain sets, the rules of docs/index-semantics.md line by line) and
 // random streams of batches with gaps, duplicates, restarts, stored/removed
-// with and without groups (and with the wrong group), several tenants and
-// all-cleared events, under the plain rules and the production format's
-// (stores of a run's first batch withheld).
+// with and without groups (and with the wrong group), on several media
+// (cpu, disk, none, and more names than the index numbers), several
+// tenants, all-cleared and tenant-cleared events (and, as production
+// messages, `cleared` and event types nobody knows that name no key),
+// under the plain rules and the production format's (stores of a run's
+// first batch withheld), and under both residency rules (object and
+// per-medium: the model keeps each key's media).
 //
 //   - Index level: after every step the index agrees with the model, and no
 //     verified group lacks a key the model does not have.
@@ -37,6 +41,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <msgpack.hpp>
 
 #include "index/index.h"
 #include "sglang/layout.h"
@@ -53,6 +58,14 @@ namespace {
 struct Model {
   // (tenant, key) -> the group it was stored under ("" = none).
   std::map<std::pair<std::string, std::string>, std::string> keys;
+  // Residency (index-semantics.md): under the per-medium rule, each present
+  // key's media as bits of the numbers below (0: unknown, which any removal
+  // drops). Medium names are numbered in order of first sight, 8 at most,
+  // never taken back; a name beyond them is unknown.
+  Residency residency = Residency::kObject;
+  std::map<std::pair<std::string, std::string>, uint32_t> media;
+  std::vector<std::string> medium_names;
+  uint64_t medium_removals_kept = 0, tenant_clears = 0;
   bool has_sequence = false;
   uint64_t last_sequence = 0;
   uint64_t gaps = 0, duplicates = 0, stores_withheld = 0;
@@ -73,7 +86,29 @@ struct Model {
 
   void Clear() {
     keys.clear();
+    media.clear();
     has_sequence = false;
+  }
+
+  uint32_t MediumBit(std::string_view medium) {
+    if (residency != Residency::kPerMedium || medium.empty()) return 0;
+    for (size_t i = 0; i < medium_names.size(); ++i) {
+      if (medium_names[i] == medium) return 1u << i;
+    }
+    if (medium_names.size() == 8) return 0;
+    medium_names.emplace_back(medium);
+    return 1u << (medium_names.size() - 1);
+  }
+
+  void ClearTenant(const std::string& tenant) {
+    std::erase_if(keys, [&](const auto& entry) { return entry.first.first == tenant; });
+    std::erase_if(media, [&](const auto& entry) { return entry.first.first == tenant; });
+  }
+
+  // A snapshot's key: no group, media unknown.
+  void LoadKey(const std::string& tenant, const std::string& key) {
+    keys[{tenant, key}] = "";
+    media[{tenant, key}] = 0;
   }
 
   bool GroupKnown(const std::string& tenant, const std::string& group) const {
@@ -142,13 +177,28 @@ struct Model {
         Clear();
         continue;
       }
+      if (e.kind == EventKind::kTenantCleared) {
+        ClearTenant(Tenant(e.tenant_id));
+        ++tenant_clears;
+        continue;
+      }
       if (e.kind != EventKind::kStored && e.kind != EventKind::kRemoved) continue;
       if (e.object_key.empty()) continue;
-      const std::string t = Tenant(e.tenant_id);
+      const std::pair<std::string, std::string> k{Tenant(e.tenant_id), std::string(e.object_key)};
+      const uint32_t bit = MediumBit(e.medium);
+      const auto held = media.find(k);
       if (e.kind == EventKind::kStored) {
-        keys[{t, std::string(e.object_key)}] = std::string(e.group_id);
+        // A known medium joins the key's known media; an unknown one (or a
+        // key whose media were unknown) makes them just this store's.
+        const bool adds = bit != 0 && held != media.end() && held->second != 0;
+        media[k] = adds ? held->second | bit : bit;
+        keys[k] = std::string(e.group_id);
+      } else if (bit != 0 && held != media.end() && (held->second & ~bit) != 0) {
+        held->second &= ~bit;  // still on another medium: nothing else changes
+        ++medium_removals_kept;
       } else {
-        keys.erase({t, std::string(e.object_key)});
+        keys.erase(k);
+        media.erase(k);
       }
     }
     has_sequence = true;
@@ -172,6 +222,19 @@ const std::vector<std::string> kTenants = {"", "default", "tenant-a", "tenant-b"
 
 std::string GroupName(int g) { return "sglang-hicache:g" + std::to_string(g); }
 std::string KeyName(int g, int k) { return "g" + std::to_string(g) + "_" + std::to_string(k) + "_k"; }
+
+// Mostly "cpu" and "disk"; now and then none, and names enough to use up
+// the index's 8 medium numbers (past them a name counts as unknown).
+template <typename Random>
+std::string_view PickMedium(Random& random) {
+  static const std::array<std::string_view, 11> kOthers = {"", "ssd", "nvme", "hbm", "m5", "m6", "m7",
+                                                           "m8", "m9", "m10", "m11"};
+  const int r = random.Pick(100);
+  if (r < 40) return "cpu";
+  if (r < 80) return "disk";
+  if (r < 88) return "";
+  return kOthers[static_cast<size_t>(random.Pick(static_cast<int>(kOthers.size())))];
+}
 
 struct Stream {
   explicit Stream(uint64_t seed) : rng(seed) {}
@@ -198,8 +261,11 @@ struct Stream {
     for (int i = 0; i < n; ++i) {
       Event e;
       const int r = Pick(100);
-      e.kind = r < 55 ? EventKind::kStored : r < 95 ? EventKind::kRemoved : r < 97 ? EventKind::kAllCleared
-                                                                                    : EventKind::kIgnored;
+      e.kind = r < 55   ? EventKind::kStored
+               : r < 94 ? EventKind::kRemoved
+               : r < 95 ? EventKind::kAllCleared
+               : r < 97 ? EventKind::kTenantCleared
+                        : EventKind::kIgnored;
       const int g = Pick(kGroups);
       strings.push_back(KeyName(g, Pick(kKeysPerGroup)));
       e.object_key = Chance(3) ? std::string_view() : std::string_view(strings.back());
@@ -208,7 +274,7 @@ struct Stream {
       const bool labelled = e.kind == EventKind::kStored ? !Chance(10) : Chance(50);
       if (labelled) e.group_id = strings.back();
       e.tenant_id = kTenants[static_cast<size_t>(Pick(static_cast<int>(kTenants.size())))];
-      e.medium = Chance(50) ? "cpu" : "disk";
+      e.medium = PickMedium(*this);
       events.push_back(e);
     }
     return events;
@@ -262,16 +328,19 @@ void CheckAgainstModel(const Index& index, const Model& model, bool exact, uint6
   ASSERT_EQ(s.sequence_gaps, model.gaps) << "seed " << seed << " step " << step;
   ASSERT_EQ(s.duplicate_batches, model.duplicates) << "seed " << seed << " step " << step;
   ASSERT_EQ(s.stores_withheld, model.stores_withheld) << "seed " << seed << " step " << step;
+  ASSERT_EQ(s.tenant_clears, model.tenant_clears) << "seed " << seed << " step " << step;
   if (exact) {
+    ASSERT_EQ(s.medium_removals_kept, model.medium_removals_kept) << "seed " << seed << " step " << step;
     ASSERT_EQ(s.keys, model.keys.size()) << "seed " << seed << " step " << step;
     ASSERT_EQ(s.groups, model.GroupCount()) << "seed " << seed << " step " << step;
   }
 }
 
-void RunStream(uint64_t seed, int steps, uint64_t max_entries) {
-  Index index(IndexOptions{.max_entries = max_entries});
+void RunStream(uint64_t seed, int steps, uint64_t max_entries, Residency residency) {
+  Index index(IndexOptions{.max_entries = max_entries, .residency = residency});
   const bool exact = max_entries >= 1000;
   Model model;
+  model.residency = residency;
   Stream stream(seed);
   for (int step = 0; step < steps; ++step) {
     if (stream.Chance(2)) {
@@ -304,17 +373,33 @@ uint64_t SeedCount() {
   return env != nullptr && std::atoi(env) > 0 ? static_cast<uint64_t>(std::atoi(env)) : 200;
 }
 
-TEST(IndexModel, AgreesWithTheReferenceModelOnRandomStreams) {
+// Every test below runs under both residency rules.
+class IndexModel : public ::testing::TestWithParam<Residency> {};
+
+std::string RuleName(const ::testing::TestParamInfo<Residency>& info) {
+  return info.param == Residency::kPerMedium ? "PerMedium" : "Object";
+}
+
+// The model clears a tenant's keys alone; the index clears every key whose
+// tenant shares the cleared one's 8-bit tag (a miss, never a false hit).
+// The tenants here have distinct tags, so the two agree exactly.
+TEST(IndexModelTenants, TheStreamsTenantsHaveDistinctTags) {
+  std::set<uint32_t> tags;
+  for (const char* tenant : {"default", "tenant-a", "tenant-b"}) tags.insert(TenantTag(TenantSeed(tenant)));
+  EXPECT_EQ(tags.size(), 3u);
+}
+
+TEST_P(IndexModel, AgreesWithTheReferenceModelOnRandomStreams) {
   const uint64_t seeds = SeedCount();
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    RunStream(seed, 2500, IndexOptions::kDefaultMaxEntries);
+    RunStream(seed, 2500, IndexOptions::kDefaultMaxEntries, GetParam());
     if (HasFatalFailure()) return;
   }
 }
 
-TEST(IndexModel, NeverAFalseHitWhenCapacityRefusesEntries) {
+TEST_P(IndexModel, NeverAFalseHitWhenCapacityRefusesEntries) {
   for (uint64_t seed = 1001; seed <= 1040; ++seed) {
-    RunStream(seed, 2500, 5);
+    RunStream(seed, 2500, 5, GetParam());
     if (HasFatalFailure()) return;
   }
 }
@@ -430,7 +515,7 @@ const PageUniverse& Universe() {
 struct PageBatch {
   uint64_t sequence = 0;
   std::vector<Event> events;
-  bool encodable = true;  // only stored / removed events with a key (the production format)
+  bool encodable = true;  // only stored / removed events with a key and `cleared` (the production format)
 };
 
 class PageStream {
@@ -461,8 +546,16 @@ class PageStream {
       const PageKey& other = keys[PickIndex(keys.size())];
       Event e;
       const int r = Pick(1000);
-      e.kind = r < 620 ? EventKind::kStored : r < 985 ? EventKind::kRemoved : r < 992 ? EventKind::kAllCleared
-                                                                                      : EventKind::kIgnored;
+      e.kind = r < 620   ? EventKind::kStored
+               : r < 978 ? EventKind::kRemoved
+               : r < 985 ? EventKind::kAllCleared
+               : r < 992 ? EventKind::kTenantCleared
+                         : EventKind::kIgnored;
+      if (e.kind == EventKind::kTenantCleared) {  // the production `cleared`: encodable
+        e.tenant_id = k.tenant;
+        batch.events.push_back(e);
+        continue;
+      }
       if (e.kind == EventKind::kAllCleared || e.kind == EventKind::kIgnored) {
         batch.encodable = false;
         batch.events.push_back(e);
@@ -470,7 +563,7 @@ class PageStream {
       }
       e.object_key = k.key;
       e.tenant_id = k.tenant;
-      e.medium = "cpu";
+      e.medium = PickMedium(*this);
       // Labels: mostly the key's own page group; removals often none; now
       // and then the group of some other page (a publisher bug), and a
       // label that names no page at all.
@@ -509,6 +602,7 @@ void Encode(const PageBatch& batch, EncodedMessage* m) {
   for (const Event& e : batch.events) {
     MooncakeEvent out;
     out.stored = e.kind == EventKind::kStored;
+    out.cleared = e.kind == EventKind::kTenantCleared;
     out.object_key = e.object_key;
     out.group_id = e.group_id;
     out.tenant_id = e.tenant_id;
@@ -517,6 +611,32 @@ void Encode(const PageBatch& batch, EncodedMessage* m) {
   }
   m->sequence = EncodeSequence(batch.sequence);
   EncodeMooncakePayload(1700000000000, events, &m->payload);
+}
+
+// A production message whose one event has a type the decoder does not
+// know and names no key: the index must read it as a clear of its tenant
+// (index-semantics.md: a miss is the only safe reading).
+void EncodeUnknownKeyless(uint64_t sequence, std::string_view tenant, EncodedMessage* m) {
+  struct Sink {
+    std::string* out;
+    void write(const char* data, size_t size) { out->append(data, size); }
+  };
+  Sink sink{&m->payload};
+  msgpack::packer<Sink> packer(sink);
+  const auto str = [&](std::string_view s) {
+    packer.pack_str(static_cast<uint32_t>(s.size()));
+    packer.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  };
+  packer.pack_array(3);
+  packer.pack_uint64(1700000000000);
+  packer.pack_array(1);
+  packer.pack_map(3);
+  str("event_type"), str("compacted");
+  str("type"), str("TierCompacted");
+  str("tenant_id"), str(tenant);
+  packer.pack_uint64(0);
+  m->sequence = EncodeSequence(sequence);
+  m->frames = {EncodedMessage::Bytes(m->topic), m->sequence, EncodedMessage::Bytes(m->payload)};
 }
 
 // One way or another, not a message any decoder may accept.
@@ -548,7 +668,10 @@ struct PageRunStats {
   uint64_t layout_changes = 0;
   uint64_t snapshot_loads = 0;
   uint64_t groups_adopted = 0;
-  uint64_t operations() const { return batches + messages + malformed + queries + layout_changes + snapshot_loads; }
+  uint64_t unknown_keyless = 0;
+  uint64_t operations() const {
+    return batches + messages + malformed + unknown_keyless + queries + layout_changes + snapshot_loads;
+  }
 };
 
 // Asks `layout` (built from spec `spec`) about one request and compares every
@@ -612,7 +735,9 @@ void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, c
   ASSERT_EQ(s.sequence_gaps, model.gaps) << where;
   ASSERT_EQ(s.duplicate_batches, model.duplicates) << where;
   ASSERT_EQ(s.stores_withheld, model.stores_withheld) << where;
+  ASSERT_EQ(s.tenant_clears, model.tenant_clears) << where;
   if (exact) {
+    ASSERT_EQ(s.medium_removals_kept, model.medium_removals_kept) << where;
     ASSERT_EQ(s.keys, model.keys.size()) << where;
     ASSERT_EQ(s.groups, model.GroupCount()) << where;
     ASSERT_EQ(s.groups_adopted, model.groups_adopted) << where;
@@ -641,15 +766,16 @@ void LoadSnapshotPages(PageStream& stream, Index& index, Model& model, Announce 
       if (k.tenant != "default") continue;
       announce(id);
       keys.push_back(k.key);
-      model.keys[{k.tenant, k.key}] = "";
+      model.LoadKey(k.tenant, k.key);
     }
   }
   index.LoadKeys(keys);
 }
 
-void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats& run) {
-  Index index(IndexOptions{.max_entries = max_entries});
+void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency residency, PageRunStats& run) {
+  Index index(IndexOptions{.max_entries = max_entries, .residency = residency});
   Model model;
+  model.residency = residency;
   model.max_entries = max_entries;
   PageStream stream(seed);
   const PageUniverse& u = Universe();
@@ -684,6 +810,16 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
       ASSERT_FALSE(ApplyMessage(index, m.frames, scratch, nullptr)) << where;
       ASSERT_EQ(index.GetStats().malformed_messages, malformed + 1) << where;
       ++run.malformed;
+    } else if (what < 13) {
+      // An event type nobody knows, naming no key: its tenant is cleared.
+      const uint64_t sequence = stream.NextSequence(model);
+      const std::string& tenant = u.keys()[stream.PickIndex(u.keys().size())].tenant;
+      EncodedMessage m;
+      EncodeUnknownKeyless(sequence, tenant, &m);
+      ASSERT_TRUE(ApplyMessage(index, m.frames, scratch, nullptr)) << where;
+      const Event cleared{EventKind::kTenantCleared, {}, {}, tenant, {}};
+      model.ApplyBatch(sequence, std::vector<Event>{cleared}, /*production=*/true);
+      ++run.unknown_keyless;
     } else {
       const PageBatch batch = stream.NextBatch(model);
       if (batch.encodable && stream.Chance(30)) {
@@ -714,15 +850,16 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, PageRunStats&
   run.groups_adopted += index.GetStats().groups_adopted;
 }
 
-TEST(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
+TEST_P(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
   PageRunStats run;
   const uint64_t seeds = SeedCount() / 8 + 1;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    RunPageStream(seed, 13000, IndexOptions::kDefaultMaxEntries, run);
+    RunPageStream(seed, 13000, IndexOptions::kDefaultMaxEntries, GetParam(), run);
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(run.page_hits, run.queries / 10) << "the stream should fill pages often enough to hit";
   EXPECT_GT(run.malformed, 0u);
+  EXPECT_GT(run.unknown_keyless, 0u);
   EXPECT_GT(run.groups_adopted, 0u) << "snapshot pages should be asked for and adopted";
   std::printf("page model: %llu operations (%llu batches, %llu messages, %llu malformed, %llu queries, "
               "%llu layout changes, %llu snapshot loads), %llu page hits, %llu groups adopted\n",
@@ -733,11 +870,11 @@ TEST(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
               static_cast<unsigned long long>(run.groups_adopted));
 }
 
-TEST(IndexModel, PageQueriesNeverHitFalselyWhenCapacityRefusesEntries) {
+TEST_P(IndexModel, PageQueriesNeverHitFalselyWhenCapacityRefusesEntries) {
   PageRunStats run;
   const uint64_t seeds = SeedCount() / 10 + 1;
   for (uint64_t seed = 2001; seed < 2001 + seeds; ++seed) {
-    RunPageStream(seed, 2000, 12, run);
+    RunPageStream(seed, 2000, 12, GetParam(), run);
     if (HasFatalFailure()) return;
   }
 }
@@ -745,7 +882,7 @@ TEST(IndexModel, PageQueriesNeverHitFalselyWhenCapacityRefusesEntries) {
 // The fuzzer's first finding (tests/fuzz/regressions/apply_message_fuzzer/):
 // a removal labelled with another page's group left the key's own page
 // verified, and the fast path answered hit for a page missing a key.
-TEST(IndexModel, RemovalLabelledWithAnotherPagesGroupEndsTheKeysPageVerification) {
+TEST(IndexModelCases, RemovalLabelledWithAnotherPagesGroupEndsTheKeysPageVerification) {
   const std::unique_ptr<const Layout> layout = MakeLayout(PageLayoutSpecs()[0]);
   const std::vector<uint32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -799,7 +936,7 @@ class KeyWitness {
   std::vector<std::atomic<uint64_t>> counters_;
 };
 
-TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
+TEST_P(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
   const PageUniverse& u = Universe();
   std::map<std::pair<std::string, std::string>, size_t> id_of;
   for (size_t id = 0; id < u.keys().size(); ++id) id_of[{u.keys()[id].tenant, u.keys()[id].key}] = id;
@@ -812,7 +949,7 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
   long total_queries = 0, total_hits = 0;
   uint64_t total_adopted = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    Index index;
+    Index index(IndexOptions{.residency = GetParam()});
     KeyWitness witness(u.keys().size());
     std::atomic<bool> done{false};
     std::atomic<long> violations{0}, queries{0}, hits_seen{0};
@@ -858,6 +995,7 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
     }
 
     Model model;
+    model.residency = GetParam();
     PageStream stream(seed + 5000);
     DecodedMessage scratch;
     long seen_queries = 0;
@@ -910,6 +1048,9 @@ TEST(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
               static_cast<unsigned long long>(seeds), total_queries, total_hits,
               static_cast<unsigned long long>(total_adopted));
 }
+
+INSTANTIATE_TEST_SUITE_P(BothRules, IndexModel, ::testing::Values(Residency::kObject, Residency::kPerMedium),
+                         RuleName);
 
 }  // namespace
 }  // namespace sci

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -334,14 +335,42 @@ TEST(Tools, TailStopsOnSigtermWithItsStats) {
 
 // ---- the bytes on the wire ----
 
+// A raw subscriber to `endpoint`, to compare what a publisher sent byte for byte.
+struct RawSubscriber {
+  explicit RawSubscriber(const std::string& endpoint) : sub(context, zmq::socket_type::sub) {
+    sub.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::subscribe, "");
+    sub.set(zmq::sockopt::reconnect_ivl, 20);
+    sub.connect(endpoint);
+  }
+
+  // Up to `count` messages (each as its frames), or fewer after 20 s.
+  std::vector<std::vector<std::string>> Receive(size_t count) {
+    std::vector<std::vector<std::string>> received;
+    const auto deadline = Clock::now() + 20s;
+    while (received.size() < count && Clock::now() < deadline) {
+      zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, 100ms) == 0) continue;
+      std::vector<std::string> frames;
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        (void)sub.recv(part);
+        frames.push_back(part.to_string());
+        more = part.more();
+      }
+      received.push_back(std::move(frames));
+    }
+    return received;
+  }
+
+  zmq::context_t context{1};
+  zmq::socket_t sub;
+};
+
 TEST(Tools, PublishedBytesMatchTheEncoder) {
   const std::string endpoint = UniqueIpcEndpoint("sci-tools");
-  zmq::context_t context(1);
-  zmq::socket_t sub(context, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::linger, 0);
-  sub.set(zmq::sockopt::subscribe, "");
-  sub.set(zmq::sockopt::reconnect_ivl, 20);
-  sub.connect(endpoint);
+  RawSubscriber subscriber(endpoint);
 
   // 70 events: one full batch of 64 and one of 6; then a removal after a gap.
   std::string script;
@@ -357,21 +386,7 @@ TEST(Tools, PublishedBytesMatchTheEncoder) {
                                std::to_string(kTimestamp), "--wait-subscribers-ms", "20000"});
   ASSERT_NE(publish, nullptr);
 
-  std::vector<std::vector<std::string>> received;
-  const auto deadline = Clock::now() + 20s;
-  while (received.size() < 3 && Clock::now() < deadline) {
-    zmq_pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, 100ms) == 0) continue;
-    std::vector<std::string> frames;
-    bool more = true;
-    while (more) {
-      zmq::message_t part;
-      (void)sub.recv(part);
-      frames.push_back(part.to_string());
-      more = part.more();
-    }
-    received.push_back(std::move(frames));
-  }
+  const std::vector<std::vector<std::string>> received = subscriber.Receive(3);
   ASSERT_TRUE(publish->Finish());
   ASSERT_EQ(publish->exit_code(), 0) << publish->err();
   ASSERT_EQ(received.size(), 3u);
@@ -462,6 +477,202 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
   }
   EXPECT_EQ(prompts, 3);
   sci_layout_free(layout);
+}
+
+// ---- the second generation (docs/wire-formats.md, section 5) ----
+
+// Two sci-tails, one per residency rule, on one second-generation script:
+// a memory eviction that keeps the disk copy leaves the key present under
+// the per-medium rule alone, and a `cleared` empties its tenant alone. The
+// tenants hold 2, 3 and 1 keys, so clearing the wrong one, all of them or
+// none gives another count.
+TEST(Tools, SecondGenerationScriptUnderBothResidencyRules) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools-gen2");
+  const std::vector<std::string> rules = {"per-medium", "object"};
+  std::vector<std::unique_ptr<Child>> tails;
+  for (const std::string& rule : rules) {
+    tails.push_back(Child::Spawn({kTail, "--endpoint", endpoint, "--residency", rule, "--max-messages", "4",
+                                  "--timeout-ms", "20000"}));
+    ASSERT_NE(tails.back(), nullptr);
+  }
+  const std::string script =
+      "stored evicted_k group=g medium=cpu\n"
+      "stored evicted_k group=g medium=disk\n"
+      "stored kept\n"
+      "flush\n"
+      "removed evicted_k group=g medium=cpu  # the disk copy stays\n"
+      "flush\n"
+      "stored a1 tenant=tenant-a\n"
+      "stored a2 tenant=tenant-a medium=disk\n"
+      "stored a3 tenant=tenant-a medium=\n"
+      "stored b1 tenant=tenant-b\n"
+      "flush\n"
+      "cleared tenant=tenant-a\n";
+  auto publish = Child::Spawn({kPublish, "--endpoint", endpoint, "--script", "-", "--generation", "2",
+                               "--subscribers", "2", "--wait-subscribers-ms", "20000"},
+                              script);
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  EXPECT_EQ(OutLines(*publish).at(0)["events"], 9);
+
+  const std::map<std::string, uint64_t> keys_after = {{"per-medium", 3}, {"object", 2}};
+  for (size_t t = 0; t < tails.size(); ++t) {
+    SCOPED_TRACE(rules[t]);
+    ASSERT_TRUE(tails[t]->Finish());
+    ASSERT_EQ(tails[t]->exit_code(), 0) << tails[t]->err();
+    const std::vector<nlohmann::json> lines = OutLines(*tails[t]);
+    ASSERT_EQ(lines.size(), 5u) << tails[t]->out();
+    const nlohmann::json& cleared = lines[3]["events"];
+    ASSERT_EQ(cleared.size(), 1u);
+    EXPECT_EQ(cleared[0]["type"], "tenant_cleared");
+    EXPECT_EQ(cleared[0]["tenant_id"], "tenant-a");
+    EXPECT_EQ(cleared[0]["object_key"], "");
+    EXPECT_EQ(cleared[0]["event_id"], 9);
+    const nlohmann::json& stats = lines[4]["stats"];
+    EXPECT_EQ(stats["tenant_clears"], 1);
+    EXPECT_EQ(stats["sequence_gaps"], 0);
+    EXPECT_EQ(stats["keys"], keys_after.at(rules[t]));
+    EXPECT_EQ(stats["medium_removals_kept"], rules[t] == "per-medium" ? 1 : 0);
+  }
+}
+
+// --generation 2 writes the second-generation publisher's field order
+// (mooncake_encoder_test checks the encoder against its capture), and a
+// script's `cleared` as that publisher's key-less event.
+TEST(Tools, SecondGenerationBytesMatchTheEncoder) {
+  const std::string endpoint = UniqueIpcEndpoint("sci-tools-gen2-bytes");
+  RawSubscriber subscriber(endpoint);
+  constexpr int64_t kTimestamp = 1796138256390;
+  auto publish = Child::Spawn({kPublish, "--endpoint", endpoint, "--script", "-", "--generation", "2",
+                               "--timestamp-ms", std::to_string(kTimestamp), "--wait-subscribers-ms", "20000"},
+                              "stored k1 group=g medium=disk idx=3\nremoved k1 group=g\ncleared tenant=t-a\n");
+  ASSERT_NE(publish, nullptr);
+  const std::vector<std::vector<std::string>> received = subscriber.Receive(1);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  ASSERT_EQ(received.size(), 1u);
+  ASSERT_EQ(received[0].size(), 3u);
+
+  std::vector<MooncakeEvent> events(3);
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].event_id = i + 1;
+    events[i].second_generation = true;
+    events[i].object_key = "k1";
+    events[i].group_id = "g";
+  }
+  events[0].medium = "disk";
+  events[0].base_block_idx = 3;  // the second generation writes nil
+  events[1].stored = false;
+  events[1].medium = "cpu";
+  events[2] = MooncakeEvent{};
+  events[2].event_id = 3;
+  events[2].cleared = true;
+  events[2].tenant_id = "t-a";
+  std::string payload;
+  EncodeMooncakePayload(kTimestamp, events, &payload);
+  EXPECT_EQ(received[0][2], payload);
+}
+
+TEST(Tools, TailRefusesAnUnknownResidencyRule) {
+  auto tail = Child::Spawn({kTail, "--endpoint", "ipc:///tmp/x", "--residency", "per-object"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 2);
+  EXPECT_NE(tail->err().find("per-object"), std::string::npos) << tail->err();
+}
+
+TEST(Tools, PublishRefusesAnUnknownGenerationAndAClearWithoutTheSecond) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--generation", "3"},
+                                                std::vector<std::string>{"--generation", "0"},
+                                                std::vector<std::string>{"--end-with-cleared"}}) {
+    std::vector<std::string> argv = {kPublish, "--endpoint", "ipc:///tmp/x", "--sglang-workload", "--page-size", "4"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto publish = Child::Spawn(argv);
+    ASSERT_NE(publish, nullptr);
+    ASSERT_TRUE(publish->Finish());
+    EXPECT_EQ(publish->exit_code(), 2) << extra[0];
+    EXPECT_NE(publish->err().find("generation"), std::string::npos) << publish->err();
+  }
+}
+
+// The second-generation workload (sci-publish --help, "Generations") into
+// two live indexes, one per rule: page n of the one prompt is present under
+// the per-medium rule unless deleted (n%5==4), and under the object rule
+// unless deleted or evicted from memory (n%4==0) and not upserted after
+// (n%3==2). Then `--end-with-cleared` empties the tenant under both.
+TEST(Tools, SecondGenerationWorkloadUnderBothResidencyRules) {
+  constexpr uint32_t kPages = 13;
+  const std::vector<uint32_t> rules = {SCI_RESIDENCY_PER_MEDIUM, SCI_RESIDENCY_OBJECT};
+  for (const bool end_with_cleared : {false, true}) {
+    SCOPED_TRACE(end_with_cleared ? "with cleared" : "without cleared");
+    std::vector<std::unique_ptr<sci_index, void (*)(sci_index*)>> indexes;
+    for (const uint32_t rule : rules) {
+      sci_index_options options = SCI_INDEX_OPTIONS_INIT;
+      options.residency = rule;
+      sci_index* handle = nullptr;
+      ASSERT_EQ(sci_index_new(&options, &handle), SCI_OK) << sci_last_error();
+      indexes.emplace_back(handle, sci_index_free);
+    }
+    const TempFile prompts_file("sci-prompts-gen2", "");
+    std::vector<std::string> argv = {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
+                                     "--page-size", "16", "--tp", "2", "--pages", std::to_string(kPages),
+                                     "--generation", "2", "--prompts-out", prompts_file.path(),
+                                     "--subscribers", "2", "--wait-subscribers-ms", "20000"};
+    if (end_with_cleared) argv.push_back("--end-with-cleared");
+    auto publish = Child::Spawn(argv);
+    ASSERT_NE(publish, nullptr);
+    std::string listening;
+    ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
+    SubscriberOptions options;
+    options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+    std::vector<std::unique_ptr<Subscriber>> subscribers;
+    for (auto& index : indexes) {
+      SubscriberError code = SubscriberError::kNone;
+      std::string error;
+      subscribers.push_back(Subscriber::Start(index->impl, options, &code, &error));
+      ASSERT_NE(subscribers.back(), nullptr) << error;
+    }
+    ASSERT_TRUE(publish->Finish());
+    ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+    const uint64_t events = OutLines(*publish).at(0)["events"].get<uint64_t>();
+    for (auto& index : indexes) {
+      ASSERT_TRUE(WaitFor([&] { return index->impl.GetStats().events_applied == events; }));
+    }
+
+    sci_layout_spec spec{};
+    spec.struct_size = sizeof spec;
+    spec.page_size = 16;
+    spec.tp_size = 2;
+    sci_layout* layout = nullptr;
+    ASSERT_EQ(sci_layout_new(&spec, &layout), SCI_OK) << sci_last_error();
+    std::ifstream in(prompts_file.path());
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    const std::vector<uint32_t> tokens = nlohmann::json::parse(line)["tokens"].get<std::vector<uint32_t>>();
+    for (size_t r = 0; r < rules.size(); ++r) {
+      SCOPED_TRACE(rules[r] == SCI_RESIDENCY_PER_MEDIUM ? "per-medium" : "object");
+      std::vector<uint8_t> hits(kPages);
+      sci_page_result result{};
+      result.struct_size = sizeof result;
+      ASSERT_EQ(sci_index_check_pages(indexes[r].get(), layout, tokens.data(), tokens.size(), 16, hits.data(),
+                                      hits.size(), &result),
+                SCI_OK)
+          << sci_last_error();
+      ASSERT_EQ(result.n_pages, kPages);
+      for (uint32_t n = 0; n < kPages; ++n) {
+        const bool deleted = n % 5 == 4;
+        const bool off_memory = n % 4 == 0 && n % 3 != 2;
+        const bool present =
+            !end_with_cleared && !deleted && (rules[r] == SCI_RESIDENCY_PER_MEDIUM || !off_memory);
+        EXPECT_EQ(hits[n] != 0, present) << "page " << n;
+      }
+      const Stats stats = indexes[r]->impl.GetStats();
+      EXPECT_EQ(stats.tenant_clears, end_with_cleared ? 1u : 0u);
+      EXPECT_EQ(stats.sequence_gaps, 0u);
+    }
+    sci_layout_free(layout);
+  }
 }
 
 }  // namespace

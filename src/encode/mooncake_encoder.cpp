@@ -45,18 +45,26 @@ void PackTimestamp(Packer& packer, int64_t timestamp_ms) {
   }
 }
 
-void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event) {
-  // Stored events carry three trailing nil fields that removals omit.
-  packer.pack_map(event.stored ? 20 : 17);
+// The fields every event kind begins with, in the publisher's order.
+void PackHead(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event, std::string_view event_type,
+              std::string_view type) {
   PackStr(packer, "event_id");
   packer.pack_uint64(event.event_id);
   PackStr(packer, "timestamp");
   PackTimestamp(packer, timestamp_ms);
   PackStr(packer, "event_type");
-  PackStr(packer, event.stored ? "stored" : "removed");
+  PackStr(packer, event_type);
   PackStr(packer, "type");
-  PackStr(packer, event.stored ? "BlockStored" : "BlockRemoved");
-  for (std::string_view unknown_to_the_pool : {"model_name", "block_size", "additional_salt", "lora_name"}) {
+  PackStr(packer, type);
+  PackStr(packer, "model_name");
+  PackStrOrNil(packer, event.model_name);
+  PackStr(packer, "block_size");
+  if (event.block_size == 0) {
+    packer.pack_nil();
+  } else {
+    packer.pack_uint64(event.block_size);
+  }
+  for (std::string_view unknown_to_the_pool : {"additional_salt", "lora_name"}) {
     PackStr(packer, unknown_to_the_pool);
     packer.pack_nil();
   }
@@ -64,12 +72,43 @@ void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event)
   PackStr(packer, event.tenant_id);
   PackStr(packer, "backend_id");
   PackStr(packer, event.backend_id);
-  PackStr(packer, "group_id");
-  PackStrOrNil(packer, event.group_id);
+}
+
+// msg0009 and msg0012 of testdata/mooncake-publisher/media-and-cleared: no
+// object fields at all, medium nil and dp_rank 0 (not nil, unlike the
+// object events of the first-generation captures).
+void PackCleared(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event) {
+  packer.pack_map(12);
+  PackHead(packer, timestamp_ms, event, "cleared", "AllBlocksCleared");
   PackStr(packer, "medium");
-  PackStrOrNil(packer, event.medium);
-  PackStr(packer, "dp_rank");
   packer.pack_nil();
+  PackStr(packer, "dp_rank");
+  packer.pack_uint64(0);
+}
+
+void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event) {
+  if (event.cleared) return PackCleared(packer, timestamp_ms, event);
+  // Stored events carry three trailing nil fields that removals omit.
+  packer.pack_map(event.stored ? 20 : 17);
+  PackHead(packer, timestamp_ms, event, event.stored ? "stored" : "removed",
+           event.stored ? "BlockStored" : "BlockRemoved");
+  if (event.second_generation) {
+    // testdata/mooncake-publisher/media-and-cleared: the medium first, a
+    // dp_rank of 0, then the group.
+    PackStr(packer, "medium");
+    PackStrOrNil(packer, event.medium);
+    PackStr(packer, "dp_rank");
+    packer.pack_uint64(0);
+    PackStr(packer, "group_id");
+    PackStrOrNil(packer, event.group_id);
+  } else {
+    PackStr(packer, "group_id");
+    PackStrOrNil(packer, event.group_id);
+    PackStr(packer, "medium");
+    PackStrOrNil(packer, event.medium);
+    PackStr(packer, "dp_rank");
+    packer.pack_nil();
+  }
   PackStr(packer, "object_key");
   PackStr(packer, event.object_key);
 
@@ -83,14 +122,16 @@ void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event)
   if (number) packer.pack_int64(static_cast<int64_t>(*number));
 
   PackStr(packer, "base_block_idx");
-  if (event.stored) {
+  if (event.stored && !event.second_generation) {
     packer.pack_uint64(event.base_block_idx);
+  } else {
+    packer.pack_nil();  // the second generation sends none, even when storing
+  }
+  if (event.stored) {
     for (std::string_view stored_only : {"parent_hash", "token_ids", "parent_block_hash"}) {
       PackStr(packer, stored_only);
       packer.pack_nil();
     }
-  } else {
-    packer.pack_nil();
   }
 }
 

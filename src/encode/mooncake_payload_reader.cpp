@@ -60,11 +60,21 @@ bool ReadEvent(MsgpackReader& reader, MooncakeEvent* event) {
       ok = ReadStrOrNil(reader, &event->backend_id);
     } else if (key == "base_block_idx") {
       ok = ReadUintOrNil(reader, &event->base_block_idx);
+    } else if (key == "dp_rank") {
+      // nil from the first-generation publisher, 0 from the second: the
+      // one field that tells their layouts apart.
+      event->second_generation = reader.PeekType() != MsgpackType::kNil;
+      ok = reader.Skip();
+    } else if (key == "model_name") {
+      ok = ReadStrOrNil(reader, &event->model_name);
+    } else if (key == "block_size") {
+      ok = ReadUintOrNil(reader, &event->block_size);
     } else {
       ok = reader.Skip();
     }
     if (!ok) return false;
   }
+  event->cleared = event_type == "cleared" || (event_type.empty() && type == "AllBlocksCleared");
   event->stored = event_type == "stored" || (event_type.empty() && type == "BlockStored");
   return true;
 }

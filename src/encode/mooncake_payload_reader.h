@@ -19,7 +19,9 @@ struct MooncakePayload {
   int64_t timestamp_ms = 0;
   // Views into the payload's bytes. An absent or nil string field is empty
   // here (not the MooncakeEvent default); `stored` is true only for a
-  // "stored" event_type (or, without one, a "BlockStored" type).
+  // "stored" event_type (or, without one, a "BlockStored" type), `cleared`
+  // only for "cleared" (or, without one, "AllBlocksCleared"), and
+  // `second_generation` when dp_rank is not nil.
   std::vector<MooncakeEvent> events;
 };
 

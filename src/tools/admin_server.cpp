@@ -39,7 +39,15 @@ bool AdminServer::Start(const std::string& host, int port, std::string* error) {
     *error = absl::StrFormat("admin server: cannot bind %s:%d", host, port);
     return false;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_.store(true, std::memory_order_release);
+  });
+  // cpp-httplib's stop() does nothing until the server thread has begun to
+  // listen: a Stop right after Start (a SIGTERM as soon as the tool says it
+  // is ready) would then join a thread that accepts for ever. Returning
+  // only once it listens (or gave up) makes every later Stop take effect.
+  while (!server_->is_running() && !listen_returned_.load(std::memory_order_acquire)) std::this_thread::yield();
   return true;
 }
 

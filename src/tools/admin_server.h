@@ -30,8 +30,9 @@ class AdminServer {
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 
-  // Binds host:port (port 0: any free port) and starts serving. False with
-  // *error if the address cannot be bound.
+  // Binds host:port (port 0: any free port) and starts serving; returns once
+  // the server thread listens. False with *error if the address cannot be
+  // bound.
   bool Start(const std::string& host, int port, std::string* error);
   // The port it listens on (the real one when 0 was asked for).
   int port() const { return port_; }
@@ -45,6 +46,7 @@ class AdminServer {
   const HeldKeys& keys_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};
   int port_ = -1;
   std::atomic<uint64_t> served_{0};
 };

@@ -86,6 +86,8 @@ void BatchPublisher::Flush() {
     MooncakeEvent view;
     view.event_id = next_event_id_++;
     view.stored = event.stored;
+    view.cleared = event.cleared;
+    view.second_generation = config_.second_generation;
     view.object_key = event.object_key;
     view.group_id = event.group_id;
     view.tenant_id = event.tenant_id;

@@ -33,6 +33,7 @@ struct PublisherConfig {
   std::optional<int64_t> timestamp_ms;  // fixed batch timestamp (reproducible bytes); else the clock
   uint64_t first_sequence = 1;
   std::string backend_id = "mooncake-master-0";
+  bool second_generation = false;  // the second-generation field order (MooncakeEvent)
   int send_hwm = 0;  // ZeroMQ messages queued per subscriber before dropping; 0 = never drop
   int linger_ms = 1000;
 };

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "publish_script.h"
 
@@ -23,15 +24,42 @@ class HeldKeys {
  public:
   static constexpr char kDefaultTenant[] = "default";
 
-  // stored adds the key, removed drops it; other tenants are not listed.
+  // `per_medium`: the master holds an object while some medium does (the
+  // second generation: a `removed cpu` may leave the disk copy). Otherwise
+  // any removal is the object's end (the first generation).
+  explicit HeldKeys(bool per_medium = false) : per_medium_(per_medium) {}
+
+  // stored adds the key on its medium, removed drops it (from that medium
+  // alone with per_medium), a `cleared` of the default tenant drops every
+  // key; other tenants are not listed. Media follow the index's rule
+  // (index-semantics.md, "Residency"): a store on no named medium makes
+  // them unknown (empty), and a key whose media are unknown falls to any
+  // removal.
   void Apply(const ScriptEvent& event) {
     if (event.tenant_id != kDefaultTenant) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (event.stored) {
-      keys_.insert(event.object_key);
-    } else {
-      keys_.erase(event.object_key);
+    if (event.cleared) {
+      keys_.clear();
+      return;
     }
+    if (event.stored) {
+      auto [it, added] = keys_.try_emplace(event.object_key);
+      if (event.medium.empty() || (!added && it->second.empty())) {
+        it->second.clear();
+        if (!event.medium.empty()) it->second.insert(event.medium);
+      } else {
+        it->second.insert(event.medium);
+      }
+      return;
+    }
+    const auto it = keys_.find(event.object_key);
+    if (it == keys_.end()) return;
+    if (!per_medium_ || event.medium.empty() || it->second.empty()) {
+      keys_.erase(it);
+      return;
+    }
+    it->second.erase(event.medium);
+    if (it->second.empty()) keys_.erase(it);
   }
 
   // The body of GET /get_all_keys: every key followed by '\n', taken at
@@ -40,9 +68,9 @@ class HeldKeys {
     auto body = std::make_shared<std::string>();
     std::lock_guard<std::mutex> lock(mu_);
     size_t bytes = 0;
-    for (const std::string& key : keys_) bytes += key.size() + 1;
+    for (const auto& [key, media] : keys_) bytes += key.size() + 1;
     body->reserve(bytes);
-    for (const std::string& key : keys_) {
+    for (const auto& [key, media] : keys_) {
       body->append(key);
       body->push_back('\n');
     }
@@ -55,8 +83,10 @@ class HeldKeys {
   }
 
  private:
+  const bool per_medium_;
   mutable std::mutex mu_;
-  absl::flat_hash_set<std::string> keys_;
+  // Each key with the media holding it (empty: unknown).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> keys_;
 };
 
 }  // namespace sci::tools

@@ -78,6 +78,23 @@ bool ParseEvent(bool stored, const std::vector<std::string_view>& tokens, Script
   return true;
 }
 
+// `cleared [tenant=<t>]`: no key, no medium, no group (the publisher sends
+// them nil).
+bool ParseCleared(const std::vector<std::string_view>& tokens, ScriptEvent* event, std::string* error) {
+  event->stored = false;
+  event->cleared = true;
+  event->medium.clear();
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    constexpr std::string_view kTenant = "tenant=";
+    if (tokens[i].substr(0, kTenant.size()) != kTenant) {
+      *error = absl::StrFormat("cleared takes only tenant=<t>, got \"%s\"", tokens[i]);
+      return false;
+    }
+    if (!Unescape(tokens[i].substr(kTenant.size()), &event->tenant_id, error)) return false;
+  }
+  return true;
+}
+
 bool ParseLine(std::string_view line, std::vector<ScriptCommand>* out, std::string* error) {
   if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
   const std::vector<std::string_view> tokens = Split(line, " \t\r\f\v", /*skip_empty=*/true);
@@ -87,6 +104,9 @@ bool ParseLine(std::string_view line, std::vector<ScriptCommand>* out, std::stri
   if (verb == "stored" || verb == "removed") {
     command.kind = ScriptCommand::Kind::kEvent;
     if (!ParseEvent(verb == "stored", tokens, &command.event, error)) return false;
+  } else if (verb == "cleared") {
+    command.kind = ScriptCommand::Kind::kEvent;
+    if (!ParseCleared(tokens, &command.event, error)) return false;
   } else if (verb == "flush") {
     command.kind = ScriptCommand::Kind::kFlush;
     if (tokens.size() > 1) {
@@ -107,7 +127,7 @@ bool ParseLine(std::string_view line, std::vector<ScriptCommand>* out, std::stri
       return false;
     }
   } else {
-    *error = absl::StrFormat("unknown command \"%s\" (stored, removed, flush, gap, sleep)", verb);
+    *error = absl::StrFormat("unknown command \"%s\" (stored, removed, cleared, flush, gap, sleep)", verb);
     return false;
   }
   out->push_back(std::move(command));

@@ -3,6 +3,9 @@
 //   # a comment (also after a command: "stored k  # why")
 //   stored <key> [group=<g>] [tenant=<t>] [medium=<m>] [idx=<n>]
 //   removed <key> [group=<g>] [tenant=<t>] [medium=<m>]
+//   cleared [tenant=<t>]
+//                  every medium of the tenant is empty (the second
+//                  generation's key-less event; wire-formats.md, section 5)
 //   flush          end the current batch here
 //   gap [n]        end the batch, then skip n sequence numbers (default 1),
 //                  as the real publisher does when its queue drops events
@@ -24,6 +27,7 @@ namespace sci::tools {
 // An event with owned strings (MooncakeEvent only holds views).
 struct ScriptEvent {
   bool stored = true;
+  bool cleared = false;  // a tenant's `cleared`: only tenant_id counts
   std::string object_key;
   std::string group_id;  // empty = nil
   std::string tenant_id = "default";

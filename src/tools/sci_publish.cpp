@@ -75,6 +75,8 @@ constexpr FlagSpec kFlags[] = {
     {"seed", "X", "workload: seed of the token ids (default 1)"},
     {"vocab", "V", "workload: token ids are below V (default 32000)"},
     {"prompts-out", "FILE", "workload: write the prompts' token ids there, one JSON line per prompt"},
+    {"generation", "G", "1 (default): one stored event per object; 2: per-medium events (\"Generations\" above)"},
+    {"end-with-cleared", "", "workload, generation 2: end each pass with a `cleared` of the workload's tenant"},
     {"keep-running", "", "after publishing, stay up (subscribers, admin server, lease) until SIGINT/SIGTERM"},
     {"live-every-ms", "MS", "with --keep-running: store a new object live-<pid>-<n> every MS ms, as live traffic"},
     {"admin-port", "PORT", "serve GET /get_all_keys (held default-tenant keys) on the endpoint's host (0: any port)"},
@@ -100,6 +102,7 @@ Script (--script FILE, - for stdin), one command per line:
   # comment
   stored <key> [group=<g>] [tenant=<t>] [medium=<m>] [idx=<n>]
   removed <key> [group=<g>] [tenant=<t>] [medium=<m>]
+  cleared [tenant=<t>]   every medium of the tenant is empty (second generation)
   flush          end the current message here
   gap [n]        end the message, then skip n sequence numbers (default 1)
   sleep <ms>     end the message, then pause
@@ -112,6 +115,24 @@ SGLang workload (--sglang-workload): a layout (--page-size, --tp, ... or
 SGLang HiCache workers would. Token j of prompt p is
 SplitMix64(seed*0x9E3779B97F4A7C15 + stream*0xBF58476D1CE4E5B9 + j) % vocab,
 stream 0 on the shared prefix and p+1 elsewhere (--prompts-out writes them).
+
+Generations (docs/wire-formats.md, section 5). --generation 1 (the
+default) is Mooncake's main-branch master: the workload stores each object
+once, on cpu, and the admin server's listing drops a key on any removal.
+--generation 2 is the second-generation master, whose events it writes
+in that publisher's field order (dp_rank 0, base_block_idx nil), where
+stored and removed name one medium each and an object is present while
+some medium holds it:
+each distinct page of the workload, numbered n from 0 in publishing order,
+is committed (stored cpu), then offloaded if n%2==0 (stored disk), evicted
+from memory with its disk copy kept if n%4==0 (removed cpu), upserted if
+n%3==2 (removed on each medium it holds, then stored cpu), deleted if n%5==4
+(removed on each medium it holds); --end-with-cleared then empties the
+tenant with a `cleared`. At the end every page but the deleted ones is
+present under the per-medium rule; under the object rule the evicted ones
+(n%4==0, unless n%12==8) are missing too (sci-tail --residency). The listing
+keeps a key while some medium holds it. `cleared` in a script is sent in
+either generation.
 
 A master to resync and fail over against (docs/wire-formats.md, section 4):
 --admin-port serves GET /get_all_keys on the endpoint's host (127.0.0.1 for
@@ -189,7 +210,25 @@ struct Workload {
   std::unique_ptr<const Layout> layout;
   std::string tenant;
   std::vector<std::vector<uint32_t>> prompts;
+  Generation generation = Generation::kFirst;
+  bool end_with_cleared = false;
 };
+
+// --generation, which the workload and the admin server's listing follow.
+bool LoadGeneration(const CommandLine& flags, Generation* generation, std::string* error) {
+  uint64_t number = 0;
+  if (!flags.GetUint("generation", 1, 2, &number, error)) return false;
+  if (number == 0) {
+    *error = "--generation is 1 or 2";
+    return false;
+  }
+  *generation = number == 2 ? Generation::kSecond : Generation::kFirst;
+  if (flags.Has("end-with-cleared") && *generation != Generation::kSecond) {
+    *error = "--end-with-cleared is a second-generation event: give --generation 2 too";
+    return false;
+  }
+  return true;
+}
 
 // Objects to publish or to hold as restored: a script, or the workload.
 struct Source {
@@ -202,7 +241,8 @@ struct Source {
 void ForEachEvent(const Source& source, const Workload& workload,
                   const std::function<void(const ScriptEvent&)>& emit) {
   if (source.workload) {
-    ForEachStoredObject(*workload.layout, workload.tenant, workload.prompts, emit);
+    ForEachWorkloadEvent(*workload.layout, workload.tenant, workload.prompts, workload.generation,
+                         workload.end_with_cleared, emit);
     return;
   }
   for (const ScriptCommand& command : source.script) {
@@ -300,6 +340,8 @@ bool LoadSources(const CommandLine& flags, Source* published, Source* restored, 
     *error = "--restore and --restore-sglang-workload need --admin-port (only the admin server shows them)";
     return false;
   }
+  if (!LoadGeneration(flags, &workload->generation, error)) return false;
+  workload->end_with_cleared = flags.Has("end-with-cleared");
   published->workload = flags.Has("sglang-workload");
   restored->workload = flags.Has("restore-sglang-workload");
   if (flags.Has("script") && !LoadScript(flags.Get("script"), &published->script, error, exit_code)) return false;
@@ -463,10 +505,11 @@ bool PublishOnce(const Source& source, const Workload& workload, BatchPublisher&
   };
   if (source.workload) {
     bool interrupted = false;
-    ForEachStoredObject(*workload.layout, workload.tenant, workload.prompts, [&](const ScriptEvent& event) {
-      if (interrupted || (interrupted = stopped())) return;
-      add(event);
-    });
+    ForEachWorkloadEvent(*workload.layout, workload.tenant, workload.prompts, workload.generation,
+                         workload.end_with_cleared, [&](const ScriptEvent& event) {
+                           if (interrupted || (interrupted = stopped())) return;
+                           add(event);
+                         });
     return !interrupted;
   }
   for (const ScriptCommand& command : source.script) {
@@ -538,7 +581,7 @@ int Main(int argc, char** argv) {
     // the loading of (say) a million keys.
     std::unique_ptr<HeldKeys> held;
     if (master.admin_port >= 0) {
-      held = std::make_unique<HeldKeys>();
+      held = std::make_unique<HeldKeys>(/*per_medium=*/workload.generation == Generation::kSecond);
       ForEachEvent(restored, workload, [&](const ScriptEvent& event) { held->Apply(event); });
     }
 
@@ -572,6 +615,7 @@ int Main(int argc, char** argv) {
       }
     }
 
+    config.second_generation = workload.generation == Generation::kSecond;
     BatchPublisher publisher(config);
     if (!publisher.Open(&error)) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());

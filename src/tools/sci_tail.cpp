@@ -47,14 +47,16 @@ constexpr FlagSpec kFlags[] = {
     {"cluster-id", "ID", "with --etcd / --redis: view mooncake-store/ID/master_view (Redis: {ID}; default mooncake_cluster)"},
     {"event-port", "PORT", "with --etcd / --redis: the leader's event publisher port (required)"},
     {"admin-port", "PORT", "with --etcd / --redis: the leader's admin HTTP port (default 9003)"},
+    {"residency", "RULE", "when a key stops being present: object (default) or per-medium (see \"Residency\")"},
     kHelpFlag,
     kVersionFlag,
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
-                [--connect-timeout-ms MS]
+                [--connect-timeout-ms MS] [--residency object|per-medium]
        sci-tail (--endpoint E --snapshot-url URL | (--etcd ENDPOINTS | --redis URL) --event-port P [--admin-port A])
                 [--resync-min-interval-ms MS] [--snapshot-timeout-ms MS] [--max-messages N] [--timeout-ms MS]
+                [--residency object|per-medium]
 
 Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
 message, in any wire format the index reads (mooncake, mooncake-v1, engine):
@@ -70,9 +72,18 @@ mooncake batch that begins a run (after a gap, or the first one seen) has
 its stored events withheld, since the publisher signals a loss one batch
 early. A malformed message prints
 {"malformed":"<reason>","frames":N,"bytes":B,...} and changes nothing. Event
-types are stored, removed, all_cleared and ignored (block-hash events of
-engines). Strings that are not valid UTF-8 are printed lossily and exactly,
+types are stored, removed, all_cleared, tenant_cleared (the second
+generation's `cleared`, or an unknown key-less event) and ignored
+(block-hash events of engines). Strings that are not valid UTF-8 are printed lossily and exactly,
 as hex, in a sibling "<field>_hex".
+
+Residency (docs/index-semantics.md, "Residency"): the index sci-tail keeps,
+whose counters it prints, drops a key on any `removed` with --residency
+object (the default, safe with either generation of the Mooncake master),
+or only once no medium holds it with --residency per-medium (exact for the
+second generation, where `removed cpu` may leave a disk copy; a key stored
+on no named medium falls to any removal). The "keys" counter tells them
+apart.
 
 Stops after --max-messages messages, after --timeout-ms without one, or on
 SIGINT / SIGTERM, then prints {"stats":{...}} with every counter of the
@@ -160,13 +171,14 @@ std::string MalformedLine(std::string_view reason, std::span<const std::span<con
 class Tail {
  public:
   Tail(std::string endpoint, std::string topic, uint64_t max_messages, uint64_t timeout_ms,
-       uint64_t connect_timeout_ms, int reconnect_ms)
+       uint64_t connect_timeout_ms, int reconnect_ms, IndexOptions index_options)
       : endpoint_(std::move(endpoint)),
         topic_(std::move(topic)),
         max_messages_(max_messages),
         timeout_ms_(timeout_ms),
         connect_timeout_ms_(connect_timeout_ms),
         reconnect_ms_(reconnect_ms),
+        index_(index_options),
         context_(1),
         socket_(context_, zmq::socket_type::sub),
         monitor_(context_, zmq::socket_type::pair) {
@@ -383,11 +395,26 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
   return true;
 }
 
+// --residency as the index's options.
+bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::string* error) {
+  const std::string rule = flags.Get("residency", "object");
+  if (rule == "object") {
+    options->residency = Residency::kObject;
+  } else if (rule == "per-medium") {
+    options->residency = Residency::kPerMedium;
+  } else {
+    *error = "--residency is object or per-medium, not \"" + rule + "\"";
+    return false;
+  }
+  return true;
+}
+
 int FollowMain(const CommandLine& flags) {
   SubscriberOptions options;
   FollowLimits limits;
+  IndexOptions index_options;
   std::string error;
-  if (!LoadFollowOptions(flags, &options, &limits, &error)) {
+  if (!LoadFollowOptions(flags, &options, &limits, &error) || !LoadIndexOptions(flags, &index_options, &error)) {
     std::fprintf(stderr, "sci-tail: %s (see --help)\n", error.c_str());
     return 2;
   }
@@ -395,7 +422,7 @@ int FollowMain(const CommandLine& flags) {
     std::fprintf(stderr, "sci-tail: cannot install the signal handlers\n");
     return 1;
   }
-  const int status = FollowWithResync(options, limits, &error);
+  const int status = FollowWithResync(options, index_options, limits, &error);
   if (status != 0) std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
   return status;
 }
@@ -414,6 +441,7 @@ int Main(int argc, char** argv) {
     return FollowMain(flags);
   }
   uint64_t max_messages = 0, timeout_ms = 0, connect_timeout_ms = 0, reconnect_ms = 0;
+  IndexOptions index_options;
   if (!flags.Has("endpoint") || flags.Get("endpoint").empty()) {
     error = "--endpoint is required";
   } else if (!(error = CheckEndpointSyntax("--endpoint", flags.Get("endpoint"), EndpointUse::kConnect)).empty()) {
@@ -422,7 +450,8 @@ int Main(int argc, char** argv) {
              flags.GetUint("timeout-ms", 0, UINT64_MAX / 2, &timeout_ms, &error) &&
              flags.GetUint("connect-timeout-ms", kDefaultConnectTimeoutMs, UINT64_MAX / 2, &connect_timeout_ms,
                            &error) &&
-             flags.GetUint("reconnect-ms", 100, INT32_MAX, &reconnect_ms, &error)) {
+             flags.GetUint("reconnect-ms", 100, INT32_MAX, &reconnect_ms, &error) &&
+             LoadIndexOptions(flags, &index_options, &error)) {
     error.clear();
   }
   if (!error.empty()) {
@@ -435,7 +464,7 @@ int Main(int argc, char** argv) {
   }
   try {
     Tail tail(flags.Get("endpoint"), flags.Get("topic"), max_messages, timeout_ms, connect_timeout_ms,
-              static_cast<int>(reconnect_ms));
+              static_cast<int>(reconnect_ms), index_options);
     if (!tail.Connect(&error)) {
       std::fprintf(stderr, "sci-tail: %s\n", error.c_str());
       return 1;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "page_life.h"
 #include "text.h"
 #include "sglang/page_hash.h"
 
@@ -37,12 +38,12 @@ std::vector<std::vector<uint32_t>> MakePrompts(const WorkloadSpec& spec, uint32_
   return prompts;
 }
 
-void ForEachStoredObject(const Layout& layout, std::string_view tenant,
-                         const std::vector<std::vector<uint32_t>>& prompts,
-                         const std::function<void(const ScriptEvent&)>& emit) {
+void ForEachWorkloadEvent(const Layout& layout, std::string_view tenant,
+                          const std::vector<std::vector<uint32_t>>& prompts, Generation generation,
+                          bool end_with_cleared, const std::function<void(const ScriptEvent&)>& emit) {
   // A page is identified by its hash *and* its place from the end: with
   // trailing pools, the same page needs more keys nearer the end.
-  std::set<std::pair<std::string, size_t>> stored;
+  std::set<std::pair<std::string, size_t>> published;
   ScriptEvent event;
   event.stored = true;
   event.tenant_id = tenant.empty() ? "default" : std::string(tenant);
@@ -50,14 +51,27 @@ void ForEachStoredObject(const Layout& layout, std::string_view tenant,
   for (const std::vector<uint32_t>& tokens : prompts) {
     const std::vector<std::string> hashes = PageHashesHex(tokens, layout.page_size(), layout.is_eagle());
     for (size_t page = 0; page < hashes.size(); ++page) {
-      if (!stored.emplace(hashes[page], hashes.size() - page).second) continue;
+      if (!published.emplace(hashes[page], hashes.size() - page).second) continue;
       event.group_id = layout.GroupId(hashes[page]);
       event.base_block_idx = page;
-      for (std::string& key : layout.KeysFor(hashes[page], page, hashes.size())) {
+      std::vector<std::string> keys = layout.KeysFor(hashes[page], page, hashes.size());
+      if (generation == Generation::kSecond) {
+        ForEachPageLifeEvent(published.size() - 1, keys, event, emit);
+        continue;
+      }
+      for (std::string& key : keys) {
         event.object_key = std::move(key);
         emit(event);
       }
     }
+  }
+  if (generation == Generation::kSecond && end_with_cleared) {
+    ScriptEvent cleared;
+    cleared.stored = false;
+    cleared.cleared = true;
+    cleared.tenant_id = event.tenant_id;
+    cleared.medium.clear();
+    emit(cleared);
   }
 }
 

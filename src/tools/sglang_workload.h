@@ -36,13 +36,23 @@ uint64_t SplitMix64(uint64_t x);
 
 std::vector<std::vector<uint32_t>> MakePrompts(const WorkloadSpec& spec, uint32_t page_size, bool eagle);
 
-// Emits a stored event for every object of every distinct page of
-// `prompts`, page by page (a page's keys in layout order, with the page's
-// group id and the layout's tenant). A page shared by several prompts is
-// stored once, as SGLang stores it once.
-void ForEachStoredObject(const Layout& layout, std::string_view tenant,
-                         const std::vector<std::vector<uint32_t>>& prompts,
-                         const std::function<void(const ScriptEvent&)>& emit);
+// The generation of the Mooncake stream the workload is published in
+// (docs/wire-formats.md, section 5).
+enum class Generation {
+  kFirst,   // one stored event per object, on cpu
+  kSecond,  // per-medium events: each page's life as page_life.h says
+};
+
+// Emits the events of every object of every distinct page of `prompts`,
+// page by page (a page's keys in layout order, with the page's group id and
+// the layout's tenant). A page shared by several prompts is published once,
+// as SGLang stores it once. The first generation stores each object; the
+// second gives each page the life of page_life.h (n counting distinct
+// pages from 0) and, with `end_with_cleared`, ends with a `cleared` of the
+// tenant.
+void ForEachWorkloadEvent(const Layout& layout, std::string_view tenant,
+                          const std::vector<std::vector<uint32_t>>& prompts, Generation generation,
+                          bool end_with_cleared, const std::function<void(const ScriptEvent&)>& emit);
 
 // The layout flags of sci-publish (see kLayoutFlags), applied on top of
 // `*spec` (which --layout-json may have filled first).

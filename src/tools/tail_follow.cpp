@@ -45,8 +45,9 @@ bool Print(const std::string& line) {
 
 }  // namespace
 
-int FollowWithResync(const SubscriberOptions& options, const FollowLimits& limits, std::string* error) {
-  Index index;
+int FollowWithResync(const SubscriberOptions& options, const IndexOptions& index_options, const FollowLimits& limits,
+                     std::string* error) {
+  Index index(index_options);
   SubscriberError code = SubscriberError::kNone;
   auto subscriber = Subscriber::Start(index, options, &code, error);
   if (subscriber == nullptr) return code == SubscriberError::kInvalidArgument ? 2 : 1;

@@ -28,6 +28,7 @@ struct FollowLimits {
 // Runs until a limit or a stop signal; 0, or (with *error) 2 if the library
 // rejects the options, 1 if the subscriber cannot start otherwise. Lines go to stdout; false from a failed write
 // ends it too.
-int FollowWithResync(const SubscriberOptions& options, const FollowLimits& limits, std::string* error);
+int FollowWithResync(const SubscriberOptions& options, const IndexOptions& index_options, const FollowLimits& limits,
+                     std::string* error);
 
 }  // namespace sci::tools

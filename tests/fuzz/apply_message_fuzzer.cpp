@@ -13,6 +13,12 @@
 //     and 1 here) applies no stored event: they are counted in
 //     stores_withheld, and no key is present afterwards; other batches
 //     withhold nothing;
+//   - SCI_OK leaves exactly the fixture's keys present that a plain model
+//     of the rules says (gap, duplicate, early-gap withholding, stored,
+//     removed, all-cleared, tenant-cleared by tenant tag), under the
+//     residency rule bit 3 of byte 0 picks (the frame count uses bits 0-2):
+//     the object rule, or the per-medium rule, whose media are numbered in
+//     order of first sight, 8 at most;
 //   - afterwards the page query reports a page as hit exactly when all of its
 //     keys are present (never a false hit, and the query stays exact), and a
 //     verified page has every key stored under its group (verified_pages.h).
@@ -88,9 +94,11 @@ const Fixture& TheFixture() {
 }
 
 // Two stored pages with their groups verified by a query, and loose keys.
-sci_index* PreloadedIndex(const Fixture& f) {
+sci_index* PreloadedIndex(const Fixture& f, uint32_t residency) {
   sci_index* index = nullptr;
-  SCI_FUZZ_CHECK(sci_index_new(nullptr, &index) == SCI_OK, "%s", sci_last_error());
+  sci_index_options options = SCI_INDEX_OPTIONS_INIT;
+  options.residency = residency;
+  SCI_FUZZ_CHECK(sci_index_new(&options, &index) == SCI_OK, "%s", sci_last_error());
   std::vector<sci_event> events;
   for (size_t page = 0; page < f.page_keys.size(); ++page) {
     for (const std::string& key : f.page_keys[page]) {
@@ -194,13 +202,110 @@ void ExpectEarlyGapRule(std::span<const std::span<const uint8_t>> frames, uint64
                  static_cast<unsigned long long>(after.stats.keys));
 }
 
+// The fixture's probe keys as the rules of docs/index-semantics.md make
+// them, applied to a decoded batch: presence and, under the per-medium
+// rule, media bits (0: unknown). Written plainly, apart from the index.
+class PresenceModel {
+ public:
+  PresenceModel(const Fixture& f, const Snapshot& before, bool per_medium) : f_(f), per_medium_(per_medium) {
+    // The preload stored the pages' keys on "cpu" (number 0) and the loose
+    // keys on no medium.
+    if (per_medium_) names_.push_back("cpu");
+    for (size_t i = 0; i < f.probe_keys.size(); ++i) {
+      const bool page_key = i < f.probe_keys.size() - f.loose_keys.size() - 2;
+      keys_.push_back({before.present[i], per_medium_ && page_key ? 1u : 0u});
+    }
+  }
+
+  void Apply(uint64_t sequence, const DecodedMessage& message) {
+    if (sequence == kPreloadSequence) return;  // a duplicate
+    const bool gap = sequence != kPreloadSequence + 1;
+    if (gap) ClearIf([](size_t) { return true; });
+    const bool withhold = gap && message.format == WireFormat::kMooncake && sequence != 1;
+    for (const Event& e : message.events) {
+      if (e.kind == EventKind::kAllCleared) {
+        ClearIf([](size_t) { return true; });
+      } else if (e.kind == EventKind::kTenantCleared) {
+        // The index clears by tenant tag: another tenant with the same
+        // tag goes too (a miss, never a false hit).
+        const uint32_t tag = TenantTag(TenantSeed(e.tenant_id));
+        ClearIf([&](size_t i) { return TenantTag(TenantSeed(f_.probe_keys[i].tenant)) == tag; });
+      } else if (e.kind == EventKind::kStored || e.kind == EventKind::kRemoved) {
+        if (e.object_key.empty() || e.object_key.size() > kMaxObjectKeyBytes) continue;
+        if (withhold && e.kind == EventKind::kStored) continue;
+        const uint32_t bit = Bit(e.medium);
+        for (size_t i = 0; i < keys_.size(); ++i) {
+          if (f_.probe_keys[i].key != e.object_key ||
+              TenantSeed(f_.probe_keys[i].tenant) != TenantSeed(e.tenant_id)) {
+            continue;
+          }
+          Key& k = keys_[i];
+          if (e.kind == EventKind::kStored) {
+            k.media = bit != 0 && k.present && k.media != 0 ? k.media | bit : bit;
+            k.present = true;
+          } else if (k.present && bit != 0 && k.media != 0 && (k.media & ~bit) != 0) {
+            k.media &= ~bit;
+          } else {
+            k.present = false;
+          }
+        }
+      }
+    }
+  }
+
+  bool Present(size_t i) const { return keys_[i].present; }
+
+ private:
+  struct Key {
+    bool present;
+    uint32_t media;
+  };
+
+  uint32_t Bit(std::string_view medium) {
+    if (!per_medium_ || medium.empty()) return 0;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i] == medium) return 1u << i;
+    }
+    if (names_.size() == 8) return 0;
+    names_.emplace_back(medium);
+    return 1u << (names_.size() - 1);
+  }
+
+  template <typename Which>
+  void ClearIf(Which which) {
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (which(i)) keys_[i] = {false, 0};
+    }
+  }
+
+  const Fixture& f_;
+  const bool per_medium_;
+  std::vector<std::string> names_;
+  std::vector<Key> keys_;
+};
+
+void ExpectPresenceAsModelled(std::span<const std::span<const uint8_t>> frames, uint64_t sequence,
+                              const Fixture& f, const Snapshot& before, const Snapshot& after, bool per_medium) {
+  DecodedMessage decoded;
+  SCI_FUZZ_CHECK(DecodeMessage(frames, &decoded, nullptr), "accepted but does not decode");
+  PresenceModel model(f, before, per_medium);
+  model.Apply(sequence, decoded);
+  for (size_t i = 0; i < f.probe_keys.size(); ++i) {
+    SCI_FUZZ_CHECK(after.present[i] == model.Present(i), "%s rule: key '%s' of '%s' present %d, the model says %d",
+                   per_medium ? "per-medium" : "object", f.probe_keys[i].key.c_str(), f.probe_keys[i].tenant.c_str(),
+                   static_cast<int>(after.present[i]), static_cast<int>(model.Present(i)));
+  }
+}
+
 }  // namespace
 }  // namespace sci::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sci::fuzz;
   const Fixture& f = TheFixture();
-  sci_index* index = PreloadedIndex(f);
+  // Bit 3 of byte 0 (the frame count takes bits 0-2) picks the rule.
+  const bool per_medium = size > 0 && (data[0] & 0x08) != 0;
+  sci_index* index = PreloadedIndex(f, per_medium ? SCI_RESIDENCY_PER_MEDIUM : SCI_RESIDENCY_OBJECT);
   const std::vector<std::span<const uint8_t>> frames = ParseFrames(data, size);
   std::vector<sci_bytes> c_frames;
   for (const auto& frame : frames) {
@@ -238,6 +343,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       SCI_FUZZ_CHECK(after.stats.sequence_gaps == before.stats.sequence_gaps + 1, "gap not counted");
     }
     ExpectEarlyGapRule(frames, sequence, before, after);
+    ExpectPresenceAsModelled(frames, sequence, f, before, after, per_medium);
   }
   ExpectPagesAnsweredByTheirKeys(index, f);
   sci_index_free(index);

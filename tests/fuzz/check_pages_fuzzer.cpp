@@ -5,7 +5,10 @@
 // without their group ids, in an index that may be tiny (capacity refusals)
 // -> a few rounds of query, then removals / re-stores, then query again (so
 // verified groups and the fast path are exercised). Stores and removals are
-// labelled with the page's group, none, or another page's.
+// labelled with the page's group, none, or another page's. Under either
+// residency rule (bit 3 of the capacity byte): keys are stored on "cpu",
+// "disk", both or no medium, changes name "cpu", "disk", none or "ssd", and
+// a change may clear the tenant (or everything).
 //
 // Invariants, besides "never crash":
 //   - sci_layout_new either succeeds or returns SCI_ERR_INVALID_ARGUMENT
@@ -14,7 +17,8 @@
 //   - a page is reported hit exactly when it needs at least one key and
 //     every key it needs (sci::Layout::KeysFor) is present (Index::Contains)
 //     -- never a false hit, and on one thread never a false miss either;
-//   - no hit for a key the harness never stored (a model of plain sets);
+//   - no hit for a key the harness never stored, or whose every medium it
+//     removed (a model of plain sets, following the residency rule);
 //   - total_hits, prefix_hits and fast_path agree with the hits array;
 //   - a page whose group is verified has every key present and stored under
 //     that group (verified_pages.h), whatever the labels said.
@@ -23,7 +27,8 @@
 #include <deque>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -87,9 +92,6 @@ void ReadSpec(FuzzInput& in, SpecInput* s) {
   spec.n_pools = s->pools.size();
 }
 
-// The harness's own record of what it stored: (tenant, key) joined by a NUL.
-using KeySet = std::unordered_set<std::string>;
-
 std::string TenantKey(std::string_view tenant, std::string_view key) {
   std::string joined(tenant.empty() ? std::string_view("default") : tenant);
   joined.push_back('\0');
@@ -97,20 +99,68 @@ std::string TenantKey(std::string_view tenant, std::string_view key) {
   return joined;
 }
 
+// The harness's own record of what it stored: (tenant, key) joined by a NUL,
+// with the media holding it under the per-medium rule (empty: unknown, which
+// any removal drops; index-semantics.md, "Residency").
+class KeySet {
+ public:
+  explicit KeySet(bool per_medium) : per_medium_(per_medium) {}
+
+  void Store(const std::string& tenant_key, const std::string& medium) {
+    auto [it, added] = keys_.try_emplace(tenant_key);
+    const bool known = !added && !it->second.empty();
+    if (!per_medium_ || medium.empty()) {
+      it->second.clear();
+    } else if (known) {
+      it->second.insert(medium);
+    } else {
+      it->second = {medium};
+    }
+  }
+  void Remove(const std::string& tenant_key, const std::string& medium) {
+    const auto it = keys_.find(tenant_key);
+    if (it == keys_.end()) return;
+    if (per_medium_ && !medium.empty() && !it->second.empty()) {
+      std::set<std::string> left = it->second;
+      left.erase(medium);
+      if (!left.empty()) {
+        it->second = std::move(left);
+        return;
+      }
+    }
+    keys_.erase(it);
+  }
+  // Tenants are told apart here by name; the index by an 8-bit tag, so a
+  // clear may also take another tenant's keys: misses the queries never
+  // ask about (they ask for the cleared tenant only).
+  void ClearTenant(std::string_view tenant) {
+    const std::string prefix = TenantKey(tenant, {});
+    std::erase_if(keys_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+  }
+  void Clear() { keys_.clear(); }
+  bool Has(const std::string& tenant_key) const { return keys_.contains(tenant_key); }
+
+ private:
+  const bool per_medium_;
+  std::unordered_map<std::string, std::set<std::string>> keys_;
+};
+
 // Keeps one input's work bounded (a layout may need 4096 keys per page).
 constexpr size_t kMaxKeysPerInput = 4096;
 
 // One batch of events under construction; owns its strings.
 class Batch {
  public:
-  void Add(sci_event_kind kind, std::string tenant, std::string key, std::string group) {
+  void Add(sci_event_kind kind, std::string tenant, std::string key, std::string group, std::string medium = {}) {
     strings_.push_back(std::move(tenant));
     const std::string& t = strings_.back();
     strings_.push_back(std::move(key));
     const std::string& k = strings_.back();
     strings_.push_back(std::move(group));
     const std::string& g = strings_.back();
-    events_.push_back(sci_event{kind, Str(k), Str(g), Str(t), {}});
+    strings_.push_back(std::move(medium));
+    const std::string& m = strings_.back();
+    events_.push_back(sci_event{kind, Str(k), Str(g), Str(t), Str(m)});
   }
   const std::vector<sci_event>& events() const { return events_; }
 
@@ -145,7 +195,7 @@ void Query(sci_index* index, const sci_layout* layout, const Request& r, uint32_
     bool all_stored = !r.keys[page].empty();
     for (const std::string& key : r.keys[page]) {
       all_present = all_present && index->impl.Contains(tenant, key);
-      all_stored = all_stored && stored.count(TenantKey(tenant, key)) > 0;
+      all_stored = all_stored && stored.Has(TenantKey(tenant, key));
     }
     SCI_FUZZ_CHECK(hits[page] == (all_present ? 1 : 0), "page %zu of %zu: hit %d, all %zu keys present %d", page,
                    expected_pages, hits[page], r.keys[page].size(), all_present);
@@ -170,6 +220,8 @@ void Run(FuzzInput& in) {
   sci_index_options options{};
   options.struct_size = sizeof options;
   options.max_entries = capacity < 16 ? 1 + capacity * 2u : 0;  // tiny now and then: refusals
+  const bool per_medium = (capacity & 0x08) != 0;
+  options.residency = per_medium ? SCI_RESIDENCY_PER_MEDIUM : SCI_RESIDENCY_OBJECT;
   sci_index* index = nullptr;
   SCI_FUZZ_CHECK(sci_index_new(&options, &index) == SCI_OK, "%s", sci_last_error());
 
@@ -205,7 +257,7 @@ void Run(FuzzInput& in) {
   const std::string model_tenant = tenant.empty() ? "default" : tenant;
 
   // What gets stored: per page a mode and a mask.
-  KeySet stored;
+  KeySet stored(per_medium);
   Batch batch;
   for (size_t page = 0; page < n_pages; ++page) {
     const uint8_t mode = in.Byte();
@@ -232,9 +284,13 @@ void Run(FuzzInput& in) {
     }
     // Now and then the right key under another tenant: must not count.
     const std::string store_tenant = (mode & 0x0C) == 0x0C ? model_tenant + "x" : tenant;
+    // On "cpu", "disk", both (a copy offloaded), or no medium.
+    static const std::vector<std::string> kMedia[4] = {{"cpu"}, {"disk"}, {"cpu", "disk"}, {""}};
     for (const std::string& key : keys) {
-      batch.Add(SCI_EVENT_STORED, store_tenant, key, labelled ? label : std::string());
-      stored.insert(TenantKey(store_tenant, key));
+      for (const std::string& medium : kMedia[(mode >> 5) & 3]) {
+        batch.Add(SCI_EVENT_STORED, store_tenant, key, labelled ? label : std::string(), medium);
+        stored.Store(TenantKey(store_tenant, key), medium);
+      }
     }
   }
   uint64_t sequence = 1;
@@ -263,15 +319,20 @@ void Run(FuzzInput& in) {
       const std::string group = (what & 4) != 0   ? r.groups[page]
                                 : (what & 8) != 0 ? r.groups[(page + 1 + what / 16) % n_pages]
                                                   : std::string();
+      static const std::string kMedia[4] = {"cpu", "disk", "", "ssd"};
+      const std::string& medium = kMedia[(what >> 4) & 3];
       if ((what & 3) == 0) {
-        change.Add(SCI_EVENT_STORED, tenant, key, group);
-        stored.insert(TenantKey(tenant, key));
+        change.Add(SCI_EVENT_STORED, tenant, key, group, medium);
+        stored.Store(TenantKey(tenant, key), medium);
+      } else if ((what & 3) == 3 && (what & 0xC0) == 0xC0) {
+        change.Add(SCI_EVENT_TENANT_CLEARED, tenant, {}, {});
+        stored.ClearTenant(tenant);
       } else if ((what & 3) == 3 && (what & 0x80) != 0) {
         change.Add(SCI_EVENT_ALL_CLEARED, {}, {}, {});
-        stored.clear();
+        stored.Clear();
       } else {
-        change.Add(SCI_EVENT_REMOVED, tenant, key, group);
-        stored.erase(TenantKey(tenant, key));
+        change.Add(SCI_EVENT_REMOVED, tenant, key, group, medium);
+        stored.Remove(TenantKey(tenant, key), medium);
       }
     }
     ++sequence;

@@ -48,6 +48,10 @@ void WriteMessage(const fs::path& dir, const std::string& name, const std::vecto
     return;
   }
   Write(dir, name, packed);
+  // The same message under the per-medium rule (apply_message_fuzzer reads
+  // it from bit 3 of byte 0).
+  packed[0] = static_cast<char>(packed[0] | 0x08);
+  Write(dir, name + "-per-medium", packed);
 }
 
 std::string ReadFile(const fs::path& path) {
@@ -56,7 +60,7 @@ std::string ReadFile(const fs::path& path) {
 }
 
 void GoldenSeeds(const fs::path& out, const fs::path& captures) {
-  for (const char* capture : {"basic", "burst", "overflow", "displaced-gap"}) {
+  for (const char* capture : {"basic", "burst", "overflow", "displaced-gap", "media-and-cleared"}) {
     for (int m = 0;; ++m) {
       char stem[16];
       std::snprintf(stem, sizeof stem, "msg%04d", m);
@@ -112,6 +116,26 @@ void ProductionSeeds(const fs::path& out) {
   WriteMessage(out, "mooncake-gap-begins-a-run", {"", Sequence(7), payload});
   WriteMessage(out, "mooncake-restart-at-one", {"", Sequence(1), payload});
 
+  // The second generation: a key offloaded then evicted from memory (kept
+  // under the per-medium rule), and `cleared` of each tenant.
+  sci::MooncakeEvent on_disk = stored;
+  on_disk.medium = "disk";
+  on_disk.second_generation = true;  // that publisher's field order
+  sci::MooncakeEvent off_memory = removed;
+  off_memory.second_generation = true;
+  sci::MooncakeEvent cleared_a;
+  cleared_a.cleared = true;
+  cleared_a.tenant_id = "tenant-a";
+  sci::MooncakeEvent cleared_default = cleared_a;
+  cleared_default.tenant_id = "default";
+  payload.clear();
+  sci::EncodeMooncakePayload(1700000000000,
+                             std::vector<sci::MooncakeEvent>{on_disk, off_memory, cleared_a}, &payload);
+  WriteMessage(out, "mooncake-media-and-tenant-cleared", {"", Sequence(5), payload});
+  payload.clear();
+  sci::EncodeMooncakePayload(1700000000000, std::vector<sci::MooncakeEvent>{cleared_default}, &payload);
+  WriteMessage(out, "mooncake-default-tenant-cleared", {"", Sequence(5), payload});
+
   // An event type the decoder does not know, and the legacy `type` alone.
   msgpack::sbuffer b;
   Packer p(b);
@@ -129,6 +153,18 @@ void ProductionSeeds(const fs::path& out) {
   Str(p, "tenant_id"), Str(p, "tenant-a");
   p.pack_uint32(0);
   WriteMessage(out, "mooncake-unknown-type-and-legacy-type", {"", Sequence(5), Bytes(b)});
+
+  // An unknown type naming no key: its tenant is cleared.
+  msgpack::sbuffer k;
+  Packer q(k);
+  q.pack_array(3);
+  q.pack_int64(1700000000000);
+  q.pack_array(1);
+  q.pack_map(2);
+  Str(q, "event_type"), Str(q, "compacted");
+  Str(q, "tenant_id"), Str(q, "tenant-a");
+  q.pack_uint32(0);
+  WriteMessage(out, "mooncake-unknown-type-without-key", {"", Sequence(5), Bytes(k)});
 }
 
 // First-generation Mooncake arrays: [ts float, [events]] on topic "mooncake".
