@@ -452,7 +452,7 @@ fn print_counters(s: &Stats) {
         ("groups adopted (snapshot pages)", s.groups_adopted.to_string()),
         ("stray keys (outside their group)", s.stray_keys.to_string()),
         (
-            "tenant clears / medium removals kept",
+            "tenant clears / removals kept",
             format!("{} / {}", s.tenant_clears, s.medium_removals_kept),
         ),
         ("resyncing", s.resyncing.to_string()),
