@@ -18,14 +18,38 @@
 //   restored_s  every object present again (the benchmark's time)
 // plus snapshot_keys of the resync that restored them. The target is
 // restored_s <= 7 (lease 5 s + 2 s); the lease is most of it by design.
+//
+//   failover-fleet/tp8/keys:<n>/routers:<r>   a fleet: r routers, each its own
+//                                             process (bench/fleet_follower.cpp)
+//                                             with its own index
+//
+// The fleet variant (issue 27, section 3): the same two masters, r follower
+// processes instead of the in-process subscriber; once every one holds every
+// object the leader is SIGKILLed and each reports (a pipe) when its hits were
+// all back. Reported over the fleet: restored_max_s (the benchmark's time)
+// and restored_median_s / restored_min_s; resync_*_s, each router's time from
+// following the new leader to its hits back; and the new leader's cost
+// (sampled from /proc every 5 ms, kill to the last router restored):
+// master_cpu_s (user + system CPU of the promoted sci-publish, whose admin
+// server serves the downloads), master_peak_rss_mb and master_rss_before_mb;
+// snapshot_bytes (one GET /get_all_keys afterwards) and fleet_bytes
+// (routers x snapshot bytes: what one failover sends).
 #include <benchmark/benchmark.h>
 #include <signal.h>
 
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "child_process.h"  // tests/: the tools as child processes
 #include "shared_cache_index.h"
@@ -182,6 +206,225 @@ void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t promp
   }
 }
 
+// The CPU time (user + system, seconds) and resident set (bytes) of `pid`,
+// from /proc; false once it is gone.
+bool ProcessUsage(pid_t pid, double* cpu_s, uint64_t* rss_bytes) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::istringstream fields(text.substr(paren + 2));  // from field 3, the state
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  *cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  *rss_bytes = 0;
+  while (std::getline(status, text)) {
+    if (text.rfind("VmRSS:", 0) == 0) *rss_bytes = std::strtoull(text.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return true;
+}
+
+// Samples a process every 5 ms on its own thread: its peak resident set
+// since Start (the first sample included). Joined by Stop or the destructor.
+class UsageSampler {
+ public:
+  explicit UsageSampler(pid_t pid) : pid_(pid) {
+    double cpu = 0;
+    uint64_t rss = 0;
+    if (ProcessUsage(pid_, &cpu, &rss)) peak_rss_ = rss;
+    thread_ = std::thread([this] {
+      while (!stop_.load(std::memory_order_acquire)) {
+        double cpu_now = 0;
+        uint64_t rss_now = 0;
+        if (!ProcessUsage(pid_, &cpu_now, &rss_now)) break;
+        uint64_t peak = peak_rss_.load(std::memory_order_relaxed);
+        if (rss_now > peak) peak_rss_.store(rss_now, std::memory_order_relaxed);
+        std::this_thread::sleep_for(5ms);
+      }
+    });
+  }
+  ~UsageSampler() { Stop(); }
+  UsageSampler(const UsageSampler&) = delete;
+  UsageSampler& operator=(const UsageSampler&) = delete;
+  void Stop() {
+    stop_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t peak_rss() const { return peak_rss_.load(std::memory_order_relaxed); }
+
+ private:
+  const pid_t pid_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> peak_rss_{0};
+  std::thread thread_;
+};
+
+// The next stderr line of `child` holding "<a>": or "<b>":; empty if none in time.
+std::string AwaitEither(testing::ChildProcess& child, const std::string& a, const std::string& b,
+                        Clock::time_point deadline) {
+  std::string line;
+  while (Clock::now() < deadline &&
+         child.ReadStderrLine(&line, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()))) {
+    if (line.find("\"" + a + "\":") != std::string::npos || line.find("\"" + b + "\":") != std::string::npos) {
+      return line;
+    }
+  }
+  return {};
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0 : (n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2);
+}
+
+void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t prompts, int routers) {
+  const uint64_t objects = prompts * kPagesPerPrompt * kKeysPerPage;
+  const std::vector<std::string> workload = {"--sglang-workload",
+                                             "--page-size",
+                                             "64",
+                                             "--tp",
+                                             "8",
+                                             "--prompts",
+                                             std::to_string(prompts),
+                                             "--pages",
+                                             std::to_string(kPagesPerPrompt),
+                                             "--seed",
+                                             "7"};
+  constexpr int kFollowerTimeoutS = 300;
+  for (auto _ : state) {
+    const std::unique_ptr<testing::ViewStore> store =
+        testing::ViewStore::Start(store_kind, "mooncake_cluster", "mooncake_cluster");
+    if (!store->ok()) {
+      state.SkipWithError((std::string(store_kind) + ": " + store->error()).c_str());
+      return;
+    }
+    const auto candidate = [&](const std::string& host, const std::string& event_port, const std::string& admin_port,
+                               bool restored) {
+      std::vector<std::string> args = {SCI_PUBLISH_PATH,
+                                       "--endpoint",
+                                       "tcp://" + host + ":" + event_port,
+                                       "--admin-port",
+                                       admin_port,
+                                       store->candidate_flags()[0],
+                                       store->candidate_flags()[1],
+                                       "--advertise",
+                                       host + ":50051",
+                                       "--keep-running",
+                                       "--live-every-ms",
+                                       "10",
+                                       "--subscribers",
+                                       std::to_string(routers),
+                                       "--wait-subscribers-ms",
+                                       "60000"};
+      args.insert(args.end(), workload.begin(), workload.end());
+      if (restored) args[args.size() - workload.size()] = "--restore-sglang-workload";
+      return testing::ChildProcess::Spawn(args);
+    };
+    auto leader = candidate("127.0.0.2", "*", "0", false);
+    const std::string ready = leader ? AwaitLine(*leader, "listening", 120s) : "";
+    if (ready.empty()) {
+      state.SkipWithError("the leader did not start listening");
+      return;
+    }
+    const int event_port = PortOf(JsonString(ready, "listening"));
+    const int admin_port = PortOf(JsonString(ready, "admin"));
+    auto standby = candidate("127.0.0.3", std::to_string(event_port), std::to_string(admin_port), true);
+    if (standby == nullptr || AwaitLine(*standby, "standby", 120s).empty()) {
+      state.SkipWithError("the standby did not start");
+      return;
+    }
+    // The fleet: every router its own process (killed and reaped by its
+    // ChildProcess on every path; each also dies with this process).
+    std::vector<std::unique_ptr<testing::ChildProcess>> fleet;
+    for (int i = 0; i < routers; ++i) {
+      fleet.push_back(testing::ChildProcess::Spawn({SCI_FLEET_FOLLOWER_PATH,
+                                                    store->is_redis() ? "--redis" : "--etcd",
+                                                    store->subscriber_endpoint(), std::to_string(event_port),
+                                                    std::to_string(admin_port), std::to_string(objects),
+                                                    std::to_string(kFollowerTimeoutS)}));
+      if (fleet.back() == nullptr) {
+        state.SkipWithError("cannot spawn fleet_follower");
+        return;
+      }
+    }
+    const auto holding_deadline = Clock::now() + std::chrono::seconds(kFollowerTimeoutS);
+    for (auto& router : fleet) {
+      const std::string line = AwaitEither(*router, "holding", "error", holding_deadline);
+      if (line.find("\"holding\":") == std::string::npos) {
+        state.SkipWithError(("a router never held every object of the first leader: " + line).c_str());
+        return;
+      }
+    }
+    double cpu_before = 0;
+    uint64_t rss_before = 0;
+    if (!ProcessUsage(standby->pid(), &cpu_before, &rss_before)) {
+      state.SkipWithError("cannot read the standby's /proc entry");
+      return;
+    }
+    UsageSampler sampler(standby->pid());
+    ::kill(leader->pid(), SIGKILL);
+    const auto killed = Clock::now();
+    const auto seconds = [&](Clock::time_point t) { return std::chrono::duration<double>(t - killed).count(); };
+    const bool took_over = !AwaitLine(*standby, "leader", 60s).empty();
+    const auto takeover = Clock::now();
+    if (!took_over) {
+      state.SkipWithError("the standby did not take over");
+      return;
+    }
+    std::vector<double> restored, resync, resync_cpu;
+    uint64_t failures = 0, snapshot_keys = 0;
+    const auto restored_deadline = Clock::now() + 90s;
+    for (auto& router : fleet) {
+      const std::string line = AwaitEither(*router, "restored_ns", "error", restored_deadline);
+      if (line.find("\"restored_ns\":") == std::string::npos) {
+        state.SkipWithError(("a router's hits were not restored within 90 s of the takeover: " + line).c_str());
+        return;
+      }
+      const auto at = [&](const char* field) {
+        return Clock::time_point(std::chrono::nanoseconds(JsonNumber(line, field)));
+      };
+      restored.push_back(seconds(at("restored_ns")));
+      resync.push_back(std::chrono::duration<double>(at("restored_ns") - at("followed_ns")).count());
+      resync_cpu.push_back(static_cast<double>(JsonNumber(line, "resync_cpu_us")) * 1e-6);
+      failures += JsonNumber(line, "resync_failures");
+      snapshot_keys = JsonNumber(line, "snapshot_keys");
+    }
+    sampler.Stop();
+    double cpu_after = 0;
+    uint64_t rss_after = 0;
+    ProcessUsage(standby->pid(), &cpu_after, &rss_after);
+    // The body one router downloaded (after the measurement: one more GET).
+    httplib::Client admin("127.0.0.3", admin_port);
+    admin.set_read_timeout(60, 0);
+    const auto body = admin.Get("/get_all_keys");
+    const double snapshot_bytes = body && body->status == 200 ? static_cast<double>(body->body.size()) : 0;
+
+    state.SetIterationTime(*std::max_element(restored.begin(), restored.end()));
+    state.counters["routers"] = routers;
+    state.counters["takeover_s"] = seconds(takeover);
+    state.counters["restored_max_s"] = *std::max_element(restored.begin(), restored.end());
+    state.counters["restored_median_s"] = Median(restored);
+    state.counters["restored_min_s"] = *std::min_element(restored.begin(), restored.end());
+    state.counters["resync_max_s"] = *std::max_element(resync.begin(), resync.end());
+    state.counters["resync_median_s"] = Median(resync);
+    state.counters["router_resync_cpu_median_s"] = Median(resync_cpu);
+    state.counters["master_cpu_s"] = cpu_after - cpu_before;
+    state.counters["master_rss_before_mb"] = static_cast<double>(rss_before) / 1e6;
+    state.counters["master_peak_rss_mb"] = static_cast<double>(sampler.peak_rss()) / 1e6;
+    state.counters["snapshot_keys"] = static_cast<double>(snapshot_keys);
+    state.counters["snapshot_bytes"] = snapshot_bytes;
+    state.counters["fleet_bytes"] = snapshot_bytes * routers;
+    state.counters["resync_failures"] = static_cast<double>(failures);
+  }
+}
+
 // 489 prompts of 128 tp8 pages: 1,001,472 objects.
 BENCHMARK_CAPTURE(BM_Failover, 1m, "etcd", 489)
     ->Name("failover/tp8/keys:1m")
@@ -202,6 +445,29 @@ BENCHMARK_CAPTURE(BM_Failover, redis_1m, "redis", 489)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Failover, redis_10k, "redis", 5)
     ->Name("failover-redis/tp8/keys:10k")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The fleet (issue 27, section 3): 8 routers, each its own process and
+// index, against one alone, through one failover.
+BENCHMARK_CAPTURE(BM_FailoverFleet, 1m_1, "etcd", 489, 1)
+    ->Name("failover-fleet/tp8/keys:1m/routers:1")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailoverFleet, 1m_8, "etcd", 489, 8)
+    ->Name("failover-fleet/tp8/keys:1m/routers:8")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailoverFleet, 10k_1, "etcd", 5, 1)
+    ->Name("failover-fleet/tp8/keys:10k/routers:1")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FailoverFleet, 10k_8, "etcd", 5, 8)
+    ->Name("failover-fleet/tp8/keys:10k/routers:8")
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
