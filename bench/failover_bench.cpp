@@ -402,6 +402,7 @@ void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t 
     ProcessUsage(standby->pid(), &cpu_after, &rss_after);
     // The body one router downloaded (after the measurement: one more GET).
     httplib::Client admin("127.0.0.3", admin_port);
+    admin.set_connection_timeout(5, 0);
     admin.set_read_timeout(60, 0);
     const auto body = admin.Get("/get_all_keys");
     const double snapshot_bytes = body && body->status == 200 ? static_cast<double>(body->body.size()) : 0;
