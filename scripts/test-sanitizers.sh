@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The test suite under sanitizers:
 #   - AddressSanitizer + UndefinedBehaviorSanitizer: every test except the
-#     packaging checks (install, ABI, exports) and benchmark smoke runs,
-#     which test the release artefacts, not the code;
+#     packaging checks (install, ABI, exports), benchmark smoke runs and the
+#     documents' checks (docs_*: they compile the README's C program with a
+#     plain compiler, which cannot link an instrumented library), which test
+#     the release artefacts and the documents, not the code;
 #   - ThreadSanitizer: the suites that exercise concurrency.
 # Usage: scripts/test-sanitizers.sh [asan|tsan|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
 jobs=$(nproc 2>/dev/null || echo 2)
-packaging='installed_library|abi_compatible|exports_only|bench_smoke'
+packaging='installed_library|abi_compatible|exports_only|bench_smoke|docs_'
 
 if [[ $which == all || $which == asan ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=address,undefined \
