@@ -18,7 +18,9 @@ if [[ $which == all || $which == asan ]]; then
         -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   # The randomized model test runs a tenth of its seeds: the rest is speed, not coverage.
+  # (LSan: tests/lsan.supp, inherited by the tools the tests spawn.)
   SCI_MODEL_TEST_SEEDS=40 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 -E "$packaging"
 fi
 
