@@ -1,6 +1,6 @@
-// C thunks for SGLang layouts and the page query. They translate and check
-// C arguments; derivation and the query live in src/layout.* and
-// src/page_query.*.
+// C thunks for layouts and the page queries. They translate and check C
+// arguments, and send a vLLM layout to capi_vllm.cpp's thunks; derivation
+// and the queries live in src/sglang/ and src/vllm/.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -8,6 +8,8 @@
 #include <string>
 
 #include "capi_support.h"
+#include "capi_vllm.h"
+#include "query_args.h"
 #include "handles.h"
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
@@ -18,6 +20,11 @@ using sci::capi::Failf;
 using sci::capi::Guard;
 using sci::capi::HasStructSize;
 using sci::capi::ToView;
+using sci::capi::CheckHitsBuffer;
+using sci::capi::CheckIndexAndLayout;
+using sci::capi::CheckQueryHandles;
+using sci::capi::CheckTokens;
+using sci::capi::WriteResult;
 
 namespace {
 
@@ -81,54 +88,6 @@ sci_status ConvertPools(const sci_layout_spec& spec, std::vector<sci::PoolSpec>*
   return SCI_OK;
 }
 
-// The two handles every query needs.
-sci_status CheckIndexAndLayout(const char* function, const sci_index* index, const sci_layout* layout) {
-  if (index == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: index is NULL", function);
-  if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: layout is NULL", function);
-  return SCI_OK;
-}
-
-sci_status CheckTokens(const char* function, const uint32_t* tokens, size_t n_tokens) {
-  if (tokens == nullptr && n_tokens > 0) {
-    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: tokens is NULL but n_tokens is %d", function, n_tokens);
-  }
-  return SCI_OK;
-}
-
-// The handles and the result struct every page query needs.
-sci_status CheckQueryHandles(const char* function, const sci_index* index, const sci_layout* layout,
-                             const sci_page_result* result) {
-  if (sci_status status = CheckIndexAndLayout(function, index, layout); status != SCI_OK) return status;
-  if (result == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: result is NULL", function);
-  if (!HasStructSize(result->struct_size, SCI_FIELD_END(sci_page_result, fast_path))) {
-    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: result->struct_size %u is too small (need >= %u)", function,
-                 result->struct_size, SCI_FIELD_END(sci_page_result, fast_path));
-  }
-  return SCI_OK;
-}
-
-// The hits buffer must hold one byte per page; NULL is fine with no page.
-sci_status CheckHitsBuffer(const char* function, const uint8_t* hits, size_t hits_cap, size_t n_pages) {
-  if (hits_cap < n_pages) {
-    return Failf(SCI_ERR_BUFFER_TOO_SMALL, "%s: hits_cap is %d but the request has %d pages", function, hits_cap,
-                 n_pages);
-  }
-  if (hits == nullptr && n_pages > 0) {
-    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: hits is NULL but the request has %d pages", function, n_pages);
-  }
-  return SCI_OK;
-}
-
-void WriteResult(const sci::PageQueryResult& r, sci_page_result* result) {
-  sci_page_result out{};
-  out.struct_size = result->struct_size;
-  out.n_pages = r.n_pages;
-  out.total_hits = r.total_hits;
-  out.prefix_hits = r.prefix_hits;
-  out.fast_path = r.fast_path;
-  sci::capi::WriteVersioned(out, result);
-}
-
 }  // namespace
 
 extern "C" {
@@ -173,6 +132,10 @@ sci_status sci_index_check_pages(sci_index* index, const sci_layout* layout, con
   return Guard(kFunction, [&] {
     if (sci_status status = CheckQueryHandles(kFunction, index, layout, result); status != SCI_OK) return status;
     if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
+    if (layout->vllm != nullptr) {
+      return sci::capi::CheckVllmBlocks(kFunction, index, *layout->vllm, tokens, n_tokens, block_size, nullptr, hits,
+                                        hits_cap, result);
+    }
     const size_t n_pages = sci::PagesToCheck(*layout->impl, n_tokens, block_size);
     if (sci_status status = CheckHitsBuffer(kFunction, hits, hits_cap, n_pages); status != SCI_OK) return status;
     const sci::PageQueryResult r = sci::CheckPages(index->impl, *layout->impl, std::span(tokens, n_tokens),
@@ -189,6 +152,9 @@ sci_status sci_index_check_prefix(sci_index* index, const sci_layout* layout, co
     if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
     if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
     if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
+    if (layout->vllm != nullptr) {
+      return sci::capi::CheckVllmPrefix(index, *layout->vllm, tokens, n_tokens, block_size, nullptr, prefix_pages);
+    }
     *prefix_pages =
         sci::CheckPrefix(index->impl, *layout->impl, std::span(tokens, n_tokens), block_size).prefix_hits;
     return SCI_OK;
@@ -201,6 +167,10 @@ sci_status sci_index_check_page_hashes(sci_index* index, const sci_layout* layou
   constexpr const char* kFunction = "sci_index_check_page_hashes";
   return Guard(kFunction, [&] {
     if (sci_status status = CheckQueryHandles(kFunction, index, layout, result); status != SCI_OK) return status;
+    if (layout->vllm != nullptr) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: layout is a vLLM layout (use sci_index_check_block_hashes)",
+                   kFunction);
+    }
     if (page_hashes == nullptr && n_page_hashes > 0) {
       return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: page_hashes is NULL but n_page_hashes is %d", kFunction,
                    n_page_hashes);

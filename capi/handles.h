@@ -7,6 +7,7 @@
 
 #include "index/index.h"
 #include "sglang/layout.h"
+#include "vllm/layout.h"
 #include "shared_cache_index.h"
 #include "feed/subscriber.h"
 
@@ -32,9 +33,12 @@ struct sci_index {
   sci::Index& impl;  // core->index
 };
 
+// A layout of one family: exactly one of the two is set.
 struct sci_layout {
   explicit sci_layout(std::unique_ptr<const sci::Layout> layout) : impl(std::move(layout)) {}
-  std::unique_ptr<const sci::Layout> impl;  // never null
+  explicit sci_layout(std::unique_ptr<const sci::vllm::Layout> layout) : vllm(std::move(layout)) {}
+  std::unique_ptr<const sci::Layout> impl;         // SGLang HiCache
+  std::unique_ptr<const sci::vllm::Layout> vllm;   // vLLM MooncakeStoreConnector
 };
 
 struct sci_subscriber {

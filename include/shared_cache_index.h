@@ -305,6 +305,100 @@ sci_status sci_index_check_page_hashes(sci_index *index, const sci_layout *layou
                                        sci_page_result *result);
 
 /* ------------------------------------------------------------------------ */
+/* 1.2: layouts from the JSON a worker publishes, and the vLLM family       */
+/* ------------------------------------------------------------------------ */
+
+/* Builds a layout from the runtime config a worker publishes, as given:
+ *   - vLLM's MooncakeStoreConnector descriptor (the `vllm_mooncake_store`
+ *     object Dynamo's worker extension publishes, bare or wrapped as
+ *     {"vllm_mooncake_store": {...}}; docs/vllm-family.md), or
+ *   - SGLang's HiCache runtime config ({"page_size": 64, "tp_size": 8, ...},
+ *     the fields of sci_layout_spec; docs/sglang-hicache.md).
+ * Unknown fields are ignored (newer configs stay readable).
+ * SCI_ERR_INVALID_ARGUMENT, naming the field by its JSON path
+ * ("groups[1].kind: ..."), for text that is not a JSON object, a required
+ * field missing, a field of the wrong type, or a value the library cannot
+ * honour; then *out is NULL. Release the layout with sci_layout_free. */
+sci_status sci_layout_new_json(sci_str json, sci_layout **out);
+
+typedef int32_t sci_layout_family;
+#define SCI_LAYOUT_SGLANG 0 /* SGLang HiCache pages */
+#define SCI_LAYOUT_VLLM 1   /* vLLM MooncakeStoreConnector chunks */
+
+/* The family of `layout` (SCI_LAYOUT_SGLANG for NULL), and the block size a
+ * router must query it with: SGLang's page_size, vLLM's
+ * main_event_block_size (0 for NULL). */
+sci_layout_family sci_layout_get_family(const sci_layout *layout);
+uint32_t sci_layout_block_size(const sci_layout *layout);
+
+/* On a vLLM layout the queries above keep their meaning, with the family's
+ * rules (docs/vllm-family.md, "The answer"); `block_size` must be the
+ * descriptor's main_event_block_size (otherwise 0 pages, as for SGLang):
+ *   - sci_index_check_pages: hits[i] = 1 when router block i (tokens
+ *     [i*b, (i+1)*b)) lies, for every full-attention group, in chunks that
+ *     are wholly inside the request and have every object present; a layout
+ *     with no full-attention group has no block hit. fast_path is 0.
+ *   - sci_index_check_prefix: Dynamo's answer, in blocks: the longest
+ *     prefix L, a multiple of the layout's alignment (lcm of the block
+ *     sizes), that never includes the request's last token and at which
+ *     every group holds (full attention: every chunk ending at or before L;
+ *     sliding window: the last ceil((window - 1) / block_size) of them;
+ *     Mamba: the chunk ending exactly at L).
+ *   - sci_index_check_page_hashes answers SCI_ERR_INVALID_ARGUMENT: use
+ *     sci_index_check_block_hashes.
+ * No vLLM answer trusts an event's group_id. */
+
+/* What a request adds to its block hashes beyond its tokens (vLLM's extra
+ * keys): a LoRA adapter's name on every block, a cache salt on the first.
+ * A NULL ptr means none; {"", 0} with a non-NULL ptr is the empty string. */
+typedef struct sci_request_extras {
+    uint32_t struct_size;
+    sci_str lora_name;
+    sci_str cache_salt;
+} sci_request_extras;
+#define SCI_REQUEST_EXTRAS_INIT SCI_STRUCT_INIT_(sci_request_extras)
+
+/* sci_index_check_pages and sci_index_check_prefix for a request with
+ * extras (NULL `extras`: none). On an SGLang layout, whose page hashes
+ * carry no extras, a request with any answers no hit. */
+sci_status sci_index_check_pages_with_extras(sci_index *index, const sci_layout *layout,
+                                             const uint32_t *tokens, size_t n_tokens,
+                                             uint32_t block_size,
+                                             const sci_request_extras *extras,
+                                             uint8_t *hits, size_t hits_cap,
+                                             sci_page_result *result);
+sci_status sci_index_check_prefix_with_extras(sci_index *index, const sci_layout *layout,
+                                              const uint32_t *tokens, size_t n_tokens,
+                                              uint32_t block_size,
+                                              const sci_request_extras *extras,
+                                              size_t *prefix_pages);
+
+/* A vLLM request by the block hashes the caller already holds, one per
+ * whole hash block (hash_block_size tokens) in order: either the full
+ * 32-byte digests, or the engine's 64-bit event hashes (the digests' low
+ * 64 bits, as vLLM's KV events carry them), which are resolved through the
+ * digests of the keys the index holds (an event hash no present key's
+ * digest has, or that two digests share, is a missing block). */
+typedef struct sci_block_hashes {
+    uint32_t struct_size;
+    const uint8_t *digests;       /* n_hashes x 32 bytes; or NULL, then: */
+    const uint64_t *event_hashes; /* n_hashes event hashes */
+    size_t n_hashes;
+    size_t n_tokens; /* the request's length; 0 = n_hashes x hash_block_size + 1 */
+} sci_block_hashes;
+#define SCI_BLOCK_HASHES_INIT SCI_STRUCT_INIT_(sci_block_hashes)
+
+/* *prefix_blocks = Dynamo's answer (as sci_index_check_prefix) for the
+ * request `hashes` describes. SCI_ERR_INVALID_ARGUMENT when a handle or
+ * pointer is NULL, both or neither of digests / event_hashes is set with
+ * n_hashes > 0, n_tokens is shorter than the hashes, or `layout` is an
+ * SGLang layout (use sci_index_check_page_hashes); then *prefix_blocks is
+ * not written. Counted as one query of the chunks it looked up. */
+sci_status sci_index_check_block_hashes(sci_index *index, const sci_layout *layout,
+                                        const sci_block_hashes *hashes,
+                                        uint32_t block_size, size_t *prefix_blocks);
+
+/* ------------------------------------------------------------------------ */
 /* Live subscription                                                        */
 /* ------------------------------------------------------------------------ */
 

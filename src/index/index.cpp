@@ -181,6 +181,7 @@ Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key)
     name.tail = TailId(name.tail_bytes);
     name.head_bytes = object_key.substr(0, split.at);
   }
+  name.digest_ended = EventHashDigests::DigestOfKey(object_key, &name.digest);
   return name;
 }
 
@@ -306,6 +307,8 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
       }
       return;
     }
+    // First, as it may fail to allocate: then nothing has changed.
+    if (key.digest_ended) event_digests_.Add(key.digest);
     entry = keys.insert_absent(packed, KeyEntry{});
     key_count_.fetch_add(1, std::memory_order_relaxed);
     ++keys_by_tag_[TenantTagOf(key.key)];
@@ -363,6 +366,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
     --keys_by_tag_[TenantTagOf(key.key)];
+    if (key.digest_ended) event_digests_.Remove(key.digest);
     RemoveTail(key);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
@@ -601,6 +605,7 @@ void Index::EmptyTables() {
     // With the groups: no key is stored under one now (and an unknown group
     // proving its page absent during the clear is a miss, as it should be).
     strays_.Reset();
+    event_digests_.Clear();
   }
   for (size_t i = 0; i < kShards; ++i) {
     KeyTable gone;
@@ -667,6 +672,12 @@ void Index::ResetCursor() {
 
 bool Index::Contains(std::string_view tenant, std::string_view object_key) const {
   return ContainsKey(FingerprintOf(TenantSeed(tenant), object_key));
+}
+
+bool Index::DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const {
+  ReaderLock lock(tables_lock_);
+  if (held_.load(std::memory_order_relaxed)) return false;
+  return event_digests_.Find(event_hash, digest);
 }
 
 bool Index::ContainsKey(const Fingerprint& key) const {

@@ -72,6 +72,7 @@
 #include "index/adoption_queue.h"
 #include "index/annotated_mutex.h"
 #include "index/event.h"
+#include "index/event_hash_digests.h"
 #include "index/fingerprint.h"
 #include "index/fingerprint_table.h"
 #include "index/key_entry.h"
@@ -226,6 +227,11 @@ class Index {
   // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // The digest that present keys ending "@<64 hex digits>" carry for an
+  // engine's 64-bit event hash (event_hash_digests.h); false when none or
+  // more than one does.
+  bool DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, and whether each was stored under
   // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
   // with the table lines of all of them prefetched first, so their cache
@@ -402,6 +408,8 @@ class Index {
     Fingerprint tail;            // with split: TailId of its tail
     std::string_view tail_bytes; // with split: the tail (a view of the event's key)
     std::string_view head_bytes; // with split: the head (a view of the event's key)
+    bool digest_ended = false;   // the key ends "@<64 hex digits>": event_digests_ knows it
+    EventHashDigests::Digest digest;  // with digest_ended
   };
   static KeyName NameKey(uint64_t tenant_seed, std::string_view object_key);
   // `group_head`: the head part `group` is named after (HeadNamedBy), or
@@ -492,6 +500,8 @@ class Index {
   PageTailsTable page_tails_ ABSL_GUARDED_BY(tables_lock_);
   // Tail numbers: never taken back, not even by a clear (tail_interner.h).
   TailInterner tails_ ABSL_GUARDED_BY(tables_lock_);
+  // Digests of keys ending "@<digest>", by their low 64 bits (event_hash_digests.h).
+  EventHashDigests event_digests_ ABSL_GUARDED_BY(tables_lock_);
   // Stray keys by their head's group (stray_keys.h); 1 MiB, apart.
   StrayKeyCounts strays_ ABSL_GUARDED_BY(tables_lock_);
 

@@ -37,17 +37,10 @@
 
 #include "absl/functional/function_ref.h"
 #include "index/index.h"
+#include "query/query_result.h"
 #include "sglang/layout.h"
 
 namespace sci {
-
-struct PageQueryResult {
-  size_t n_pages = 0;      // whole pages in the request
-  size_t total_hits = 0;   // pages fully present
-  size_t prefix_hits = 0;  // leading run of hit pages
-  size_t fast_path = 0;    // pages answered by an already-verified group
-  size_t pages_examined = 0;  // pages hashed and looked up (CheckPrefix stops early)
-};
 
 // Test seams, so a test can land an event in exactly these windows. Plain
 // function pointers: each costs one predictable branch when unset.

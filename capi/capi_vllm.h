@@ -1,0 +1,21 @@
+// The vLLM family's side of the page queries, for capi_layout.cpp's thunks
+// once they have checked the arguments every query takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "handles.h"
+#include "shared_cache_index.h"
+
+namespace sci::capi {
+
+// sci_index_check_pages on a vLLM layout (`extras` may be NULL).
+sci_status CheckVllmBlocks(const char* function, sci_index* index, const vllm::Layout& layout,
+                           const uint32_t* tokens, size_t n_tokens, uint32_t block_size,
+                           const sci_request_extras* extras, uint8_t* hits, size_t hits_cap, sci_page_result* result);
+// sci_index_check_prefix on a vLLM layout (`extras` may be NULL).
+sci_status CheckVllmPrefix(sci_index* index, const vllm::Layout& layout, const uint32_t* tokens, size_t n_tokens,
+                           uint32_t block_size, const sci_request_extras* extras, size_t* prefix_blocks);
+
+}  // namespace sci::capi

@@ -1,0 +1,120 @@
+// The per-thread memo of chained digests every family's query consults
+// before hashing (SGLang pages, vLLM blocks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "query/digest.h"
+
+namespace sci {
+
+// A memo of page digests: (parent digest, page units) -> digest.
+//
+// Why: SHA-256 of every page is the floor of a query's cost (~200 ns a page
+// even with SHA extensions), and a router sees the same prompt prefixes over
+// and over (system prompts, few-shot examples, multi-turn chats). XXH3-128 of
+// the same bytes costs a tenth of that, so a digest computed before is looked
+// up instead of recomputed: a repeated prefix is not rehashed.
+//
+// Exact: an entry is keyed by a 128-bit XXH3 key of everything SHA-256 has
+// read up to the end of the page: page 0's key is the XXH3-128 of its units,
+// page i's the XXH3-128 of its units seeded with the low half of page i-1's
+// key, its low half XORed with that key's high half (KeyOf). A key thus stands
+// for the whole run of units from the start of the request, which is what
+// the page's digest is a function of, and it holds that digest. A hit can
+// only be wrong if two different runs have the same 128-bit key: the odds the
+// index already accepts for its key fingerprints (about 2^-128 per pair).
+//
+// Why chain keys, not digests: a page's key is known before its parent's
+// digest is, so the next page's entry is prefetched while this page hashes,
+// and a cold prompt's lookups and inserts hit lines already on their way.
+//
+// Bounded: direct-mapped, a fixed number of one-cache-line entries allocated
+// once by the constructor; a page overwrites whatever shared its slot.
+// Not thread-safe: each thread uses its own (ForThisThread), so no lock or
+// atomic is on the query's path.
+class PageDigestMemo {
+ public:
+  // 8192 entries of 64 bytes = 512 KiB per querying thread: the pages of ~48
+  // distinct 169-page prompts.
+  static constexpr size_t kDefaultEntries = size_t{1} << 13;
+
+  struct Key {
+    uint64_t low = 0;
+    uint64_t high = 0;
+  };
+
+  // `entries` is rounded up to a power of two (at least 1).
+  explicit PageDigestMemo(size_t entries = kDefaultEntries);
+  PageDigestMemo(const PageDigestMemo&) = delete;
+  PageDigestMemo& operator=(const PageDigestMemo&) = delete;
+
+  // The calling thread's memo, allocated on its first call, freed when the
+  // thread exits.
+  static PageDigestMemo& ForThisThread();
+
+  // The key of a page whose parent page has key `parent` (null for page 0),
+  // from `units_hash`, the XXH3-128 of its units seeded with SeedOf(parent).
+  // Two parents with the same seed differ in their high half, so the keys
+  // differ too; two with different seeds give unrelated hashes.
+  static uint64_t SeedOf(const Key* parent) { return parent == nullptr ? 0 : parent->low; }
+  static Key KeyOf(const Key* parent, const Key& units_hash) {
+    return parent == nullptr ? units_hash : Key{units_hash.low ^ parent->high, units_hash.high};
+  }
+
+  // Starts the entry of `key` on its way into the cache, for a Find and an
+  // Insert soon after.
+  void Prefetch(const Key& key) const { __builtin_prefetch(&entries_[key.low & mask_], 1); }
+
+  // Copies the digest memoised under `key` to *digest; false if there is none.
+  bool Find(const Key& key, PageDigest* digest) {
+    const Entry& entry = entries_[key.low & mask_];
+    if (entry.epoch != epoch_ || entry.key_low != key.low || entry.key_high != key.high) {
+      ++misses_;
+      return false;
+    }
+    *digest = entry.digest;
+    ++hits_;
+    return true;
+  }
+
+  void Insert(const Key& key, const PageDigest& digest) {
+    Entry& entry = entries_[key.low & mask_];
+    entry.key_low = key.low;
+    entry.key_high = key.high;
+    entry.epoch = epoch_;
+    entry.digest = digest;
+  }
+
+  // Forgets every entry, in constant time (benchmarks use it to measure
+  // prompts the memo has never seen).
+  void Clear();
+
+  size_t capacity() const { return mask_ + 1; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+  // Pages SHA-256 hashed by the hashers using this memo.
+  uint64_t pages_hashed() const { return pages_hashed_; }
+  void CountHashed() { ++pages_hashed_; }
+
+ private:
+  // One cache line: a lookup touches one line whether it hits or misses.
+  struct alignas(64) Entry {
+    uint64_t key_low = 0;
+    uint64_t key_high = 0;
+    uint32_t epoch = 0;  // valid only when equal to the memo's epoch_
+    PageDigest digest{};
+  };
+  static_assert(sizeof(Entry) == 64);
+
+  std::unique_ptr<Entry[]> entries_;
+  size_t mask_ = 0;
+  uint32_t epoch_ = 1;  // entries start at 0: empty
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+  uint64_t pages_hashed_ = 0;
+};
+
+}  // namespace sci

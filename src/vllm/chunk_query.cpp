@@ -1,0 +1,417 @@
+#include "vllm/chunk_query.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "common/log.h"
+#include "query/digest.h"
+#include "query/digest_memo.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace sci::vllm {
+namespace {
+
+// Chunks whose keys are fingerprinted, then prefetched together under one
+// reader hold and checked in the next one, a round ahead: their cache
+// misses overlap each other instead of queueing.
+constexpr size_t kChunksPerRound = 16;
+
+// A chunk's state in a query's memory of what it looked up.
+enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
+
+// One querying thread's buffers, grown to the longest request it has seen
+// and reused: a warm query allocates nothing.
+struct Scratch {
+  std::vector<BlockDigest> digests;      // the chain, as far as computed
+  std::vector<uint8_t> digest_known;     // by event hash: 0 when unresolved or ambiguous
+  std::vector<char> hex;                 // 64 characters per digest, as far as computed
+  std::vector<Fingerprint> keys;         // a round of chunks' keys
+  std::vector<Presence> presence;        // per (group, chunk), groups one after the other
+  std::vector<size_t> presence_at;       // group -> its first entry in presence
+  std::vector<size_t> next_chunk;        // per group: the prefix walk's next chunk
+
+  static Scratch& ForThisThread() {
+    thread_local Scratch scratch;
+    return scratch;
+  }
+};
+
+// The block digests of one request, computed as far as asked.
+class Chain {
+ public:
+  Chain(Index& index, const Layout& layout, const ChainSource& source, Scratch& scratch)
+      : index_(index), layout_(layout), source_(source), scratch_(scratch) {
+    const size_t whole_blocks = source.n_tokens / layout.hash_block_size();
+    if (source.by_digests) {
+      available_ = std::min(whole_blocks, source.n_digests);
+    } else if (source.by_event_hashes) {
+      available_ = std::min(whole_blocks, source.event_hashes.size());
+    } else {
+      available_ = whole_blocks;
+    }
+    if (scratch_.digests.size() < available_) {
+      scratch_.digests.resize(available_);
+      scratch_.digest_known.resize(available_);
+      scratch_.hex.resize(available_ * kPageHashHexLength);
+    }
+    memo_ = &PageDigestMemo::ForThisThread();
+    if (!source.by_digests && !source.by_event_hashes) domain_ = ExtrasDomain();
+  }
+
+  // Whole hash blocks the request has (digests beyond it are not asked for).
+  size_t available() const { return available_; }
+
+  // Makes block `block`'s digest (and every one before it) known; false if
+  // it cannot be (an event hash the index cannot resolve to one digest).
+  bool Ensure(size_t block) {
+    while (computed_ <= block) Compute(computed_++);
+    return scratch_.digest_known[block] != 0;
+  }
+  const char* Hex(size_t block) const { return scratch_.hex.data() + block * kPageHashHexLength; }
+  size_t blocks_computed() const { return computed_; }
+
+ private:
+  // The memo's domain for this request: the layout's (algorithm, seed) and
+  // the extras, which every block's digest depends on.
+  uint64_t ExtrasDomain() const {
+    // Each present extra reseeds the next hash, under its own constant, so
+    // a LoRA name and a salt of the same bytes give different domains.
+    const RequestExtras& extras = source_.extras;
+    uint64_t domain = layout_.hash_domain();
+    if (extras.has_lora) {
+      domain = XXH3_64bits_withSeed(extras.lora_name.data(), extras.lora_name.size(), domain ^ 0x8F1BBCDCCA62C1D6ull);
+    }
+    if (extras.has_salt) {
+      domain = XXH3_64bits_withSeed(extras.cache_salt.data(), extras.cache_salt.size(), domain ^ 0x6ED9EBA1CA62C1D6ull);
+    }
+    return domain;
+  }
+
+  void Compute(size_t block) {
+    BlockDigest& digest = scratch_.digests[block];
+    uint8_t& known = scratch_.digest_known[block];
+    known = 1;
+    if (source_.by_digests) {
+      std::memcpy(digest.data(), source_.digests + block * digest.size(), digest.size());
+    } else if (source_.by_event_hashes) {
+      known = index_.DigestOfEventHash(source_.event_hashes[block], &digest) ? 1 : 0;
+    } else {
+      HashFromTokens(block, digest);
+    }
+    if (known) ToHex(digest, scratch_.hex.data() + block * kPageHashHexLength);
+  }
+
+  // As SGLang's PageHasher: the memo is consulted for the first block; if it
+  // has it, the request was seen before and every block is looked up (and
+  // memoised); if not, only the first block is memoised, as the request's
+  // sighting, and the rest is hashed without the memo.
+  void HashFromTokens(size_t block, BlockDigest& digest) {
+    const uint32_t size = layout_.hash_block_size();
+    const std::span<const uint32_t> units = source_.tokens.subspan(block * size, size);
+    const BlockDigest& parent = block == 0 ? layout_.none_hash() : scratch_.digests[block - 1];
+    if (block == 0 || memo_use_ == MemoUse::kLookUp) {
+      const XXH128_hash_t units_hash =
+          XXH3_128bits_withSeed(units.data(), units.size_bytes(), block == 0 ? domain_ : PageDigestMemo::SeedOf(&key_));
+      const PageDigestMemo::Key units_key{units_hash.low64, units_hash.high64};
+      key_ = PageDigestMemo::KeyOf(block == 0 ? nullptr : &key_, units_key);
+      if (memo_->Find(key_, &digest)) {
+        memo_use_ = MemoUse::kLookUp;
+        return;
+      }
+      digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
+      memo_->CountHashed();
+      memo_->Insert(key_, digest);
+      return;
+    }
+    digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
+    memo_->CountHashed();
+  }
+
+  enum class MemoUse { kFirstSight, kLookUp };
+
+  Index& index_;
+  const Layout& layout_;
+  const ChainSource& source_;
+  Scratch& scratch_;
+  PageDigestMemo* memo_ = nullptr;
+  uint64_t domain_ = 0;
+  MemoUse memo_use_ = MemoUse::kFirstSight;
+  PageDigestMemo::Key key_{};
+  size_t available_ = 0;
+  size_t computed_ = 0;
+};
+
+// One query: the chain, what it looked up, and how.
+class Query {
+ public:
+  Query(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks)
+      : index_(index),
+        layout_(layout),
+        scratch_(Scratch::ForThisThread()),
+        chain_(index, layout, source, scratch_),
+        hooks_(hooks),
+        n_tokens_(source.n_tokens) {
+    // Every group's chunks that end inside the request.
+    size_t entries = 0;
+    scratch_.presence_at.resize(layout.groups().size());
+    for (size_t g = 0; g < layout.groups().size(); ++g) {
+      scratch_.presence_at[g] = entries;
+      entries += n_tokens_ / layout.groups()[g].block_size;
+    }
+    if (scratch_.presence.size() < entries) scratch_.presence.resize(entries);
+    std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries),
+              Presence::kUnknown);
+    const size_t max_keys = std::max<size_t>(kChunksPerRound * 16, MaxPrefixesPerGroup());
+    if (scratch_.keys.size() < 2 * max_keys) scratch_.keys.resize(2 * max_keys);
+  }
+
+  // Per-block hits (CheckBlocks).
+  PageQueryResult Blocks(std::span<uint8_t> hits) {
+    PageQueryResult result;
+    const uint32_t b = layout_.router_block_size();
+    result.n_pages = n_tokens_ / b;
+    if (!layout_.has_full_attention()) {
+      std::fill(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(result.n_pages), 0);
+      return result;
+    }
+    // Every full-attention chunk a block overlaps, looked up in rounds.
+    const size_t covered = result.n_pages * b;
+    for (size_t g = 0; g < layout_.groups().size(); ++g) {
+      const Layout::Group& group = layout_.groups()[g];
+      if (group.kind != GroupKind::kFullAttention) continue;
+      const size_t chunks = std::min((covered + group.block_size - 1) / group.block_size, ChunksInside(g));
+      LookUpChunks(g, chunks);
+    }
+    bool leading_run = true;
+    for (size_t i = 0; i < result.n_pages; ++i) {
+      const bool hit = BlockHit(i * b, (i + 1) * b);
+      hits[i] = hit ? 1 : 0;
+      result.total_hits += hit ? 1 : 0;
+      leading_run = leading_run && hit;
+      result.prefix_hits += leading_run ? 1 : 0;
+    }
+    return result;
+  }
+
+  // Dynamo's answer (CheckPrefix).
+  PageQueryResult Prefix() {
+    PageQueryResult result;
+    const uint32_t b = layout_.router_block_size();
+    result.n_pages = n_tokens_ / b;
+    // The engine computes at least the last token: at most (n - 1) / b blocks.
+    const size_t credited = n_tokens_ == 0 ? 0 : (n_tokens_ - 1) / b * b;
+    size_t limit = credited;
+    if (layout_.has_full_attention()) limit = std::min(limit, FullAttentionRun(credited));
+    size_t answer = 0;
+    for (size_t candidate = limit / layout_.alignment() * layout_.alignment(); candidate > 0;
+         candidate -= layout_.alignment()) {
+      if (OtherGroupsHold(candidate)) {
+        answer = candidate;
+        break;
+      }
+    }
+    result.prefix_hits = result.total_hits = answer / b;
+    result.pages_examined = chunks_looked_up_;
+    return result;
+  }
+
+  size_t chunks_looked_up() const { return chunks_looked_up_; }
+
+ private:
+  size_t MaxPrefixesPerGroup() const {
+    size_t most = 0;
+    for (const Layout::Group& group : layout_.groups()) most = std::max<size_t>(most, group.n_prefixes);
+    return most;
+  }
+  // Chunks of group g that end inside the request (and whose digest the
+  // source has).
+  size_t ChunksInside(size_t g) const {
+    const uint32_t size = layout_.groups()[g].block_size;
+    const size_t by_tokens = n_tokens_ / size;
+    const size_t per_chunk = size / layout_.hash_block_size();
+    return std::min(by_tokens, chain_.available() / per_chunk);
+  }
+  // The hash block whose digest keys chunk `chunk` of group g.
+  size_t KeyBlock(size_t g, size_t chunk) const {
+    return (chunk + 1) * (layout_.groups()[g].block_size / layout_.hash_block_size()) - 1;
+  }
+  Presence& PresenceOf(size_t g, size_t chunk) { return scratch_.presence[scratch_.presence_at[g] + chunk]; }
+
+  // Writes chunk `chunk` of group g's key fingerprints to `out`; false
+  // when its digest cannot be known (then it is absent).
+  bool FingerprintChunk(size_t g, size_t chunk, Fingerprint* out) {
+    const size_t block = KeyBlock(g, chunk);
+    if (!chain_.Ensure(block)) return false;
+    const char* hex = chain_.Hex(block);
+    const Layout::Group& group = layout_.groups()[g];
+    for (uint32_t p = 0; p < group.n_prefixes; ++p) out[p] = layout_.KeyFingerprint(group.first_prefix + p, hex);
+    return true;
+  }
+
+  // Looks up chunks [0, chunks) of group g that are not known yet: each
+  // round's keys are fingerprinted (hashing the chain as far as they need),
+  // prefetched, and checked in the next hold, one chunk's keys in one hold.
+  void LookUpChunks(size_t g, size_t chunks) {
+    const Layout::Group& group = layout_.groups()[g];
+    const size_t per_round = std::max<size_t>(1, std::min(kChunksPerRound, scratch_.keys.size() / 2 / group.n_prefixes));
+    Fingerprint* buffers[2] = {scratch_.keys.data(), scratch_.keys.data() + scratch_.keys.size() / 2};
+    size_t pending_first = 0, pending_n = 0;  // the round prefetched, not checked yet
+    bool pending_ok[kChunksPerRound] = {};
+    for (size_t first = 0;; first += per_round) {
+      const size_t n = first < chunks ? std::min(per_round, chunks - first) : 0;
+      Fingerprint* keys = buffers[(first / per_round) % 2];
+      bool ok[kChunksPerRound] = {};
+      for (size_t i = 0; i < n; ++i) ok[i] = FingerprintChunk(g, first + i, keys + i * group.n_prefixes);
+      if (n == 0 && pending_n == 0) break;
+      Fingerprint* pending_keys = buffers[((first / per_round) + 1) % 2];
+      for (size_t i = 0; i < pending_n; ++i) {
+        if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr && pending_ok[i]) {
+          hooks_->before_chunk_keys(hooks_->user, g, pending_first + i);
+        }
+      }
+      {
+        Index::Reader reader(index_);
+        for (size_t i = 0; i < n; ++i) {
+          if (!ok[i]) continue;
+          for (uint32_t p = 0; p < group.n_prefixes; ++p) reader.PrefetchKey(keys[i * group.n_prefixes + p]);
+        }
+        for (size_t i = 0; i < pending_n; ++i) {
+          const bool present =
+              pending_ok[i] &&
+              reader.ContainsAll(std::span<const Fingerprint>(pending_keys + i * group.n_prefixes, group.n_prefixes));
+          PresenceOf(g, pending_first + i) = present ? Presence::kPresent : Presence::kAbsent;
+        }
+      }
+      chunks_looked_up_ += pending_n;
+      pending_first = first;
+      pending_n = n;
+      std::copy(ok, ok + n, pending_ok);
+    }
+  }
+
+  // One chunk, looked up on its own (the prefix's walk): its keys under one hold.
+  bool ChunkPresent(size_t g, size_t chunk) {
+    Presence& presence = PresenceOf(g, chunk);
+    if (presence != Presence::kUnknown) return presence == Presence::kPresent;
+    Fingerprint* keys = scratch_.keys.data();
+    bool present = FingerprintChunk(g, chunk, keys);
+    if (present) {
+      if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) hooks_->before_chunk_keys(hooks_->user, g, chunk);
+      const Layout::Group& group = layout_.groups()[g];
+      present = index_.ContainsAll(std::span<const Fingerprint>(keys, group.n_prefixes));
+    }
+    ++chunks_looked_up_;
+    presence = present ? Presence::kPresent : Presence::kAbsent;
+    return present;
+  }
+
+  // Whether tokens [start, end) are covered by present chunks of every
+  // full-attention group (looked up already by Blocks).
+  bool BlockHit(size_t start, size_t end) {
+    for (size_t g = 0; g < layout_.groups().size(); ++g) {
+      const Layout::Group& group = layout_.groups()[g];
+      if (group.kind != GroupKind::kFullAttention) continue;
+      const size_t last = (end - 1) / group.block_size;
+      if (last >= ChunksInside(g)) return false;  // a chunk past the request's end
+      for (size_t chunk = start / group.block_size; chunk <= last; ++chunk) {
+        if (PresenceOf(g, chunk) != Presence::kPresent) return false;
+      }
+    }
+    return true;
+  }
+
+  // The longest prefix (tokens, at most `credited`) whose full-attention
+  // chunks are all present: chunk ends are walked in order across groups,
+  // hashing no further than the first miss.
+  size_t FullAttentionRun(size_t credited) {
+    std::vector<size_t>& next = scratch_.next_chunk;
+    next.assign(layout_.groups().size(), 0);
+    for (;;) {
+      size_t best = SIZE_MAX, best_end = SIZE_MAX;
+      for (size_t g = 0; g < layout_.groups().size(); ++g) {
+        const Layout::Group& group = layout_.groups()[g];
+        if (group.kind != GroupKind::kFullAttention) continue;
+        const size_t end = (next[g] + 1) * group.block_size;
+        if (end < best_end) best_end = end, best = g;
+      }
+      // No prefix of up to `credited` tokens needs a chunk ending after it.
+      if (best_end > credited) return credited;
+      // Missing: every prefix shorter than its end holds, none longer.
+      if (next[best] >= ChunksInside(best) || !ChunkPresent(best, next[best])) return best_end - 1;
+      ++next[best];
+    }
+  }
+
+  // Whether the sliding-window and Mamba groups hold at `length` tokens.
+  bool OtherGroupsHold(size_t length) {
+    for (size_t g = 0; g < layout_.groups().size(); ++g) {
+      const Layout::Group& group = layout_.groups()[g];
+      if (group.kind == GroupKind::kFullAttention) continue;
+      const size_t ending = length / group.block_size;  // chunks ending at or before length
+      const size_t needed = group.kind == GroupKind::kMamba ? 1 : std::min<size_t>(group.window_chunks, ending);
+      if (group.kind == GroupKind::kMamba && length % group.block_size != 0) return false;
+      for (size_t k = 0; k < needed; ++k) {
+        const size_t chunk = ending - 1 - k;
+        if (chunk >= ChunksInside(g) || !ChunkPresent(g, chunk)) return false;
+      }
+    }
+    return true;
+  }
+
+  Index& index_;
+  const Layout& layout_;
+  Scratch& scratch_;
+  Chain chain_;
+  const ChunkQueryHooks* hooks_;
+  const size_t n_tokens_;
+  size_t chunks_looked_up_ = 0;
+};
+
+bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
+  if (block_size == layout.router_block_size()) return true;
+  index.counters().queries.Add();
+  Logf(LogLevel::kDebug, "vLLM query: block size %d is not the layout's main_event_block_size %d; no block checked",
+       block_size, layout.router_block_size());
+  return false;
+}
+
+void CountQuery(Index& index, const PageQueryResult& result, size_t checked) {
+  Counters& counters = index.counters();
+  counters.queries.Add();
+  counters.pages_checked.Add(checked);
+  if (result.total_hits > 0) counters.page_hits.Add(result.total_hits);
+}
+
+}  // namespace
+
+size_t BlocksToCheck(const Layout& layout, size_t n_tokens, uint32_t block_size) {
+  return block_size == layout.router_block_size() ? n_tokens / block_size : 0;
+}
+
+PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
+                            std::span<uint8_t> hits, const ChunkQueryHooks* hooks) {
+  if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
+  if (hits.size() < source.n_tokens / block_size) {
+    throw std::length_error("vLLM block query: hits buffer shorter than the block count");
+  }
+  Query query(index, layout, source, hooks);
+  PageQueryResult result = query.Blocks(hits);
+  result.pages_examined = result.n_pages;
+  CountQuery(index, result, result.n_pages);
+  return result;
+}
+
+PageQueryResult CheckPrefix(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
+                            const ChunkQueryHooks* hooks) {
+  if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
+  Query query(index, layout, source, hooks);
+  const PageQueryResult result = query.Prefix();
+  CountQuery(index, result, result.pages_examined);
+  return result;
+}
+
+}  // namespace sci::vllm

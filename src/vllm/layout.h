@@ -1,0 +1,89 @@
+// How one model's vLLM workers (MooncakeStoreConnector) name their chunks in
+// Mooncake, and which chunks a prefix needs (docs/vllm-family.md).
+//
+// A chunk of KV-cache group g covers tokens [start, start + block_size_g)
+// and is keyed by the sub-hash that ends it, H_{end / hash_block_size - 1};
+// it is present when every key prefix of g holds "<prefix>@<hash hex>".
+//
+// Validated once, then immutable and shareable by any number of threads.
+// Each key prefix is precomputed as its fingerprint secret: a chunk key is
+// "<prefix>@<64 hex digits>", a hash-ended string (index/fingerprint.h), so
+// its fingerprint costs one NH round over the digits, the same fingerprint
+// the writer computes from the whole key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/fingerprint.h"
+#include "query/digest.h"
+#include "vllm/block_hash.h"
+#include "vllm/layout_spec.h"
+
+namespace sci::vllm {
+
+class Layout {
+ public:
+  // Bounds beyond which a descriptor cannot be a real deployment.
+  static constexpr size_t kMaxGroups = 64;
+  static constexpr size_t kMaxPrefixesPerGroup = 4096;
+  static constexpr size_t kMaxKeyBytes = 1024;          // a chunk key, prefix + "@" + 64 digits
+  static constexpr uint32_t kMaxAlignment = 1u << 24;  // tokens
+
+  struct Group {
+    GroupKind kind = GroupKind::kFullAttention;
+    uint32_t block_size = 0;        // tokens per chunk
+    uint32_t window_chunks = 0;     // kSlidingWindow: chunks a prefix needs
+    uint32_t first_prefix = 0;      // into prefixes
+    uint32_t n_prefixes = 0;
+  };
+
+  // Validates `spec`; on a bad one returns null and sets *error to the field
+  // (named as in the descriptor: "groups[1].block_size ...").
+  static std::unique_ptr<const Layout> Create(const LayoutSpec& spec, std::string* error);
+
+  HashAlgorithm algorithm() const { return algorithm_; }
+  const BlockDigest& none_hash() const { return none_hash_; }
+  uint32_t hash_block_size() const { return hash_block_size_; }
+  uint32_t router_block_size() const { return router_block_size_; }
+  // Candidate prefixes are multiples of this many tokens.
+  uint32_t alignment() const { return alignment_; }
+  uint64_t tenant_seed() const { return tenant_seed_; }
+  // A seed that names everything a block hash depends on besides its
+  // tokens and extras (algorithm, NONE_HASH): the digest memo's domain.
+  uint64_t hash_domain() const { return hash_domain_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  // Whether one group is full attention: then a prefix is the leading run
+  // of present chunks, and block hits mean what they say.
+  bool has_full_attention() const { return has_full_attention_; }
+
+  size_t n_prefixes() const { return prefixes_.size(); }
+  std::string_view prefix(size_t i) const { return prefixes_[i]; }
+  // The fingerprint of "<prefix i>@<hex>", `hex` the 64 digits of a chunk hash.
+  Fingerprint KeyFingerprint(size_t prefix, const char* hex) const;
+
+  // Readable forms, for tests and tools (they allocate; the query does not).
+  std::vector<std::string> KeysFor(size_t group, std::string_view chunk_hash_hex) const;
+
+ private:
+  Layout() = default;
+
+  HashAlgorithm algorithm_ = HashAlgorithm::kSha256;
+  BlockDigest none_hash_{};
+  uint32_t hash_block_size_ = 0;
+  uint32_t router_block_size_ = 0;
+  uint32_t alignment_ = 0;
+  uint64_t tenant_seed_ = 0;
+  uint64_t hash_domain_ = 0;
+  bool has_full_attention_ = false;
+  std::vector<Group> groups_;
+  std::vector<std::string> prefixes_;       // each with its "@"
+  std::vector<HashEndSecret> secrets_;      // per prefix, when hash_ended_[i]
+  std::vector<uint8_t> hash_ended_;         // else the key is fingerprinted whole
+};
+
+}  // namespace sci::vllm

@@ -1,0 +1,243 @@
+// The vLLM family through the C ABI, as a router calls it: a layout from
+// the descriptor a worker publishes (sci_layout_new_json), chunks stored by
+// events, and every query entry point (tokens, extras, digests, event
+// hashes). Digests are the doc's worked example (tokens 0..63, block 16,
+// sha256, PYTHONHASHSEED 0), recomputed with CPython's pickle and hashlib.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "capi_test_support.h"
+#include "shared_cache_index.h"
+
+namespace {
+
+using sci_test::IndexHandle;
+
+sci_str Str(const std::string& s) { return sci_str{s.data(), s.size()}; }
+
+const char* kDescriptor = R"({"schema_version": 1, "adapter": "vllm-1085b644", "vllm_revision": "1085b644",
+ "hash": {"algorithm": "sha256", "digest_encoding": "hex", "gpu_event_hash": "low64",
+          "seed_policy": "pythonhashseed-0", "key_separator": "@"},
+ "input": {"text_only": true, "normalized_namespaces": true, "lora": true},
+ "main_event_group": 0, "main_event_block_size": 16, "gpu_to_store_group": [0],
+ "coordinator": {"lcm_block_size": 16, "speculative": false, "drop_blocks": false, "partial_hash_hits": false},
+ "groups": [{"group_id": 0, "kind": "full_attention", "block_size": 16, "hash_block_size": 16,
+             "key_prefixes": ["prod@Qwen3-8B@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0",
+                              "prod@Qwen3-8B@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0"],
+             "sliding_window": null, "mamba_cache_mode": null}]})";
+
+// H_0..H_3 of tokens 0..63, and their event hashes.
+const char* kChain[4] = {"6358e31578a64b75ebe28cdb99d3beae65de82a2087321dc6ec84ae048faaaa6",
+                         "3c3c50f324aefbdfbb124dfdc541efac3e94e59c40f4be08afe70601eeca92c8",
+                         "0728d91353ef7b6761329eaaf146e88046d84f6384628314a0a6c35dd9b88e0a",
+                         "71c151a876275d6b365dfa670e47acb855b683a8880eaf3e31a806c3164561b4"};
+const uint64_t kEventHashes[4] = {7982712666671721126ull, 12675106281628537544ull, 11576154700054564362ull,
+                                  3578117338907894196ull};
+// H_0, H_1 with LoRA "lora-a" and cache salt "salt".
+const char* kLoraChain[2] = {"b02fc6e3bad08eb9430b7f3da3caf6859c90d2b906a575e115fd625c67815992",
+                             "45b37155d33b978679264cc8bbba8b281e3720cd4e26386f41cb28273d9c7a9a"};
+
+std::vector<uint8_t> Bytes(const char* hex) {
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < 64; i += 2) bytes.push_back(static_cast<uint8_t>(std::stoi(std::string(hex + i, 2), nullptr, 16)));
+  return bytes;
+}
+
+class CapiVllm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(sci_layout_new_json(sci_str{kDescriptor, std::strlen(kDescriptor)}, &layout_), SCI_OK)
+        << sci_last_error();
+  }
+  void TearDown() override { sci_layout_free(layout_); }
+
+  void StoreChunk(const char* hash, sci_event_kind kind = SCI_EVENT_STORED) {
+    std::vector<std::string> keys;
+    for (int rank = 0; rank < 2; ++rank) {
+      keys.push_back("prod@Qwen3-8B@tp_rank:" + std::to_string(rank) + "@pcp0@dcp0@pp_rank:0@group:0@" + hash);
+    }
+    std::vector<sci_event> events;
+    for (const std::string& key : keys) {
+      sci_event event{};
+      event.kind = kind;
+      event.object_key = Str(key);
+      events.push_back(event);
+    }
+    ASSERT_EQ(sci_index_apply_events(index_.index, ++sequence_, events.data(), events.size()), SCI_OK);
+  }
+  size_t Prefix(const std::vector<uint32_t>& tokens) {
+    size_t prefix = 99;
+    EXPECT_EQ(sci_index_check_prefix(index_.index, layout_, tokens.data(), tokens.size(), 16, &prefix), SCI_OK);
+    return prefix;
+  }
+
+  IndexHandle index_;
+  sci_layout* layout_ = nullptr;
+  uint64_t sequence_ = 0;
+};
+
+std::vector<uint32_t> Iota(size_t n) {
+  std::vector<uint32_t> tokens(n);
+  std::iota(tokens.begin(), tokens.end(), 0u);
+  return tokens;
+}
+
+TEST_F(CapiVllm, TheDescriptorMakesAVllmLayout) {
+  EXPECT_EQ(sci_layout_get_family(layout_), SCI_LAYOUT_VLLM);
+  EXPECT_EQ(sci_layout_block_size(layout_), 16u);
+  const std::string wrapped = std::string(R"({"vllm_mooncake_store": )") + kDescriptor + "}";
+  sci_layout* other = nullptr;
+  ASSERT_EQ(sci_layout_new_json(Str(wrapped), &other), SCI_OK) << sci_last_error();
+  EXPECT_EQ(sci_layout_get_family(other), SCI_LAYOUT_VLLM);
+  sci_layout_free(other);
+}
+
+TEST_F(CapiVllm, SGLangsRuntimeConfigMakesAnSGLangLayout) {
+  sci_layout* sglang = nullptr;
+  const std::string config = R"({"page_size": 64, "tp_size": 8, "model_path": "ignored"})";
+  ASSERT_EQ(sci_layout_new_json(Str(config), &sglang), SCI_OK) << sci_last_error();
+  EXPECT_EQ(sci_layout_get_family(sglang), SCI_LAYOUT_SGLANG);
+  EXPECT_EQ(sci_layout_block_size(sglang), 64u);
+  sci_block_hashes hashes = SCI_BLOCK_HASHES_INIT;
+  size_t prefix = 0;
+  EXPECT_EQ(sci_index_check_block_hashes(index_.index, sglang, &hashes, 64, &prefix), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("sci_index_check_page_hashes"), std::string::npos);
+  sci_layout_free(sglang);
+}
+
+TEST_F(CapiVllm, RefusalsNameTheirJsonPath) {
+  sci_layout* bad = reinterpret_cast<sci_layout*>(0x1);
+  std::string descriptor = kDescriptor;
+  descriptor.replace(descriptor.find("\"full_attention\""), 16, "\"linear\"");
+  EXPECT_EQ(sci_layout_new_json(Str(descriptor), &bad), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(sci_last_error()).find("groups[0].kind"), std::string::npos) << sci_last_error();
+  const std::string not_json = "{\"page_size\": ";
+  EXPECT_EQ(sci_layout_new_json(Str(not_json), &bad), SCI_ERR_INVALID_ARGUMENT);
+  const std::string no_page_size = R"({"tp_size": 8})";
+  EXPECT_EQ(sci_layout_new_json(Str(no_page_size), &bad), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("page_size"), std::string::npos) << sci_last_error();
+  EXPECT_EQ(sci_layout_new_json(sci_str{nullptr, 3}, &bad), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_layout_new_json(Str(no_page_size), nullptr), SCI_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiVllm, PagesAndPrefixFollowDynamosRules) {
+  for (int chunk = 0; chunk < 3; ++chunk) StoreChunk(kChain[chunk]);
+  const std::vector<uint32_t> tokens = Iota(64);
+  EXPECT_EQ(Prefix(tokens), 3u);
+  std::vector<uint8_t> hits(4, 9);
+  sci_page_result result = SCI_PAGE_RESULT_INIT;
+  ASSERT_EQ(sci_index_check_pages(index_.index, layout_, tokens.data(), tokens.size(), 16, hits.data(), hits.size(),
+                                  &result),
+            SCI_OK);
+  EXPECT_EQ(hits, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(result.n_pages, 4u);
+  EXPECT_EQ(result.total_hits, 3u);
+  EXPECT_EQ(result.prefix_hits, 3u);
+  StoreChunk(kChain[3]);
+  EXPECT_EQ(Prefix(tokens), 3u) << "the last token is never credited";
+  StoreChunk(kChain[1], SCI_EVENT_REMOVED);
+  EXPECT_EQ(Prefix(tokens), 1u);
+  // The wrong block size checks nothing.
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix(index_.index, layout_, tokens.data(), tokens.size(), 64, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 0u);
+  // Page hashes are SGLang's entry point.
+  sci_str page_hash = Str(kChain[0]);
+  EXPECT_EQ(sci_index_check_page_hashes(index_.index, layout_, &page_hash, 1, hits.data(), hits.size(), &result),
+            SCI_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiVllm, ExtrasAreTheRequestsOwnEntryPoint) {
+  StoreChunk(kLoraChain[0]);
+  StoreChunk(kLoraChain[1]);
+  const std::vector<uint32_t> tokens = Iota(33);
+  const std::string lora = "lora-a", salt = "salt";
+  sci_request_extras extras = SCI_REQUEST_EXTRAS_INIT;
+  extras.lora_name = Str(lora);
+  extras.cache_salt = Str(salt);
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix_with_extras(index_.index, layout_, tokens.data(), tokens.size(), 16, &extras,
+                                               &prefix),
+            SCI_OK);
+  EXPECT_EQ(prefix, 2u);
+  EXPECT_EQ(Prefix(tokens), 0u);
+  extras.cache_salt = sci_str{nullptr, 0};  // no salt: other hashes
+  ASSERT_EQ(sci_index_check_prefix_with_extras(index_.index, layout_, tokens.data(), tokens.size(), 16, &extras,
+                                               &prefix),
+            SCI_OK);
+  EXPECT_EQ(prefix, 0u);
+  std::vector<uint8_t> hits(2, 9);
+  sci_page_result result = SCI_PAGE_RESULT_INIT;
+  extras.cache_salt = Str(salt);
+  ASSERT_EQ(sci_index_check_pages_with_extras(index_.index, layout_, tokens.data(), tokens.size(), 16, &extras,
+                                              hits.data(), hits.size(), &result),
+            SCI_OK);
+  EXPECT_EQ(hits, (std::vector<uint8_t>{1, 1}));
+  extras.lora_name = sci_str{nullptr, 4};
+  EXPECT_EQ(sci_index_check_prefix_with_extras(index_.index, layout_, tokens.data(), tokens.size(), 16, &extras,
+                                               &prefix),
+            SCI_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiVllm, SGLangLayoutsAnswerNoHitForARequestWithExtras) {
+  sci_layout* sglang = nullptr;
+  const std::string config = R"({"page_size": 16})";
+  ASSERT_EQ(sci_layout_new_json(Str(config), &sglang), SCI_OK);
+  const std::vector<uint32_t> tokens = Iota(32);
+  std::vector<sci_event> events;
+  const std::string lora = "lora-a";
+  sci_request_extras extras = SCI_REQUEST_EXTRAS_INIT;
+  extras.lora_name = Str(lora);
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix_with_extras(index_.index, sglang, tokens.data(), tokens.size(), 16, &extras,
+                                               &prefix),
+            SCI_OK);
+  EXPECT_EQ(prefix, 0u);
+  std::vector<uint8_t> hits(2, 9);
+  sci_page_result result = SCI_PAGE_RESULT_INIT;
+  ASSERT_EQ(sci_index_check_pages_with_extras(index_.index, sglang, tokens.data(), tokens.size(), 16, &extras,
+                                              hits.data(), hits.size(), &result),
+            SCI_OK);
+  EXPECT_EQ(hits, (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(result.n_pages, 2u);
+  sci_layout_free(sglang);
+}
+
+TEST_F(CapiVllm, BlockHashesByDigestOrEventHash) {
+  for (int chunk = 0; chunk < 3; ++chunk) StoreChunk(kChain[chunk]);
+  std::vector<uint8_t> digests;
+  for (const char* hex : kChain) {
+    const std::vector<uint8_t> bytes = Bytes(hex);
+    digests.insert(digests.end(), bytes.begin(), bytes.end());
+  }
+  sci_block_hashes hashes = SCI_BLOCK_HASHES_INIT;
+  hashes.digests = digests.data();
+  hashes.n_hashes = 4;
+  hashes.n_tokens = 64;
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK) << sci_last_error();
+  EXPECT_EQ(prefix, 3u);
+  hashes.digests = nullptr;
+  hashes.event_hashes = kEventHashes;
+  hashes.n_tokens = 0;  // 4 x 16 + 1: every block creditable
+  ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK) << sci_last_error();
+  EXPECT_EQ(prefix, 3u);
+  StoreChunk(kChain[3]);
+  ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, 4u);
+  // Both kinds, or too few tokens: refused, *prefix_blocks untouched.
+  hashes.digests = digests.data();
+  prefix = 99;
+  EXPECT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_ERR_INVALID_ARGUMENT);
+  hashes.event_hashes = nullptr;
+  hashes.n_tokens = 63;
+  EXPECT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(prefix, 99u);
+}
+
+}  // namespace
