@@ -34,12 +34,19 @@ enum class HashAlgorithm : uint8_t {
 // The extra keys of a request (vLLM's generate_block_hash_extra_keys for a
 // text-only request): a LoRA name on every block, a cache salt on block 0
 // only. Block i's extra_keys is None when it gets neither, else the tuple of
-// what it gets, LoRA name first.
+// what it gets, LoRA name first. An empty salt counts as none: vLLM tests
+// `request.cache_salt` for truth, so "" never reaches the hash.
 struct RequestExtras {
   bool has_lora = false;
   std::string_view lora_name;  // UTF-8
   bool has_salt = false;
   std::string_view cache_salt;  // UTF-8
+  // pickle memoizes by object identity, not by value: when the salt is the
+  // very str object that is the LoRA name, block 0's pickle refers back to
+  // it (BINGET) instead of writing it again. Equal strings from different
+  // sources (a request's JSON, the LoRA registry) are different objects, so
+  // equality alone never implies this; the caller states it. CBOR ignores it.
+  bool salt_is_lora_object = false;
 };
 
 // NONE_HASH: hash(seed), seed being PYTHONHASHSEED as a Python str ("0").
