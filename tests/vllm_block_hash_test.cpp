@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
-#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -173,7 +172,9 @@ TEST(VllmBlockHash, CborUsesShortestHeads) {
   const std::string salt(256, 's');
   RequestExtras extras{true, lora, true, salt};
   std::string expected = "\x83\x58\x20" + std::string(32, '\0') + "\x88";
-  expected += std::string("\x00\x17\x18\x18\x18\xff\x19\x01\x00\x19\xff\xff\x1a\x00\x01\x00\x00\x1a\xff\xff\xff\xff", 22);
+  expected += std::string("\x00\x17\x18\x18\x18\xff\x19\x01\x00\x19\xff\xff"
+                          "\x1a\x00\x01\x00\x00\x1a\xff\xff\xff\xff",
+                          22);
   expected += "\x82\x78\x18" + lora + std::string("\x79\x01\x00", 3) + salt;
   EXPECT_EQ(Hex(EncodeBlock(HashAlgorithm::kSha256Cbor, parent, tokens, extras, 0)), Hex(expected));
   // Later blocks: the LoRA name alone; a 65536-byte name takes a 4-byte head.
@@ -252,6 +253,16 @@ TEST(VllmBlockHash, HashBlockAllocatesNothing) {
   for (HashAlgorithm a : {HashAlgorithm::kSha256, HashAlgorithm::kSha256Cbor}) {
     for (size_t i = 0; i < 4; ++i) parent = HashBlock(a, parent, std::span(tokens).first(16 * (i + 1)), extras, i);
   }
+  counting = false;
+  EXPECT_EQ(allocations, 0u);
+  // Past the stack buffer (streamed after a measuring pass) and past one
+  // 64 KiB frame (measured frame by frame) too.
+  const std::vector<uint32_t> long_block(1000, 70000);
+  const std::vector<uint32_t> huge_block(20000, 0xFFFFFFFFu);
+  counting = true;
+  parent = HashBlock(HashAlgorithm::kSha256, parent, long_block, extras, 0);
+  parent = HashBlock(HashAlgorithm::kSha256, parent, huge_block, extras, 1);
+  parent = HashBlock(HashAlgorithm::kSha256Cbor, parent, huge_block, extras, 1);
   counting = false;
   EXPECT_EQ(allocations, 0u);
 }

@@ -456,6 +456,54 @@ class SingleFrameWriter {
   ShaStream* out_;
 };
 
+// The hot path's common case, in one pass: a pickle that fits a stack
+// buffer is written whole and its FRAME length patched in afterwards, so the
+// tokens' widths need no pass of their own. Anything larger overflows, and
+// HashBlock measures first (FramedLength) and streams instead.
+class BufferedPickle {
+ public:
+  bool overflowed() const { return overflowed_; }
+  const uint8_t* data() const { return buffer_; }
+  size_t size() const { return used_; }
+
+  void Raw(const uint8_t* p, size_t n) {  // PROTO, then room for FRAME
+    std::memcpy(buffer_, p, n);
+    used_ = n + kFrameHeaderSize;
+  }
+  void Boundary() {}
+  void Put(const uint8_t* p, size_t n) {
+    if (n > kCapacity - used_) {
+      overflowed_ = true;
+      return;
+    }
+    std::memcpy(buffer_ + used_, p, n);
+    used_ += n;
+  }
+  void Large(const uint8_t*, size_t, const uint8_t*, size_t) { overflowed_ = true; }
+  void Tokens(std::span<const uint32_t> tokens) {
+    if (overflowed_ || tokens.size() > (kCapacity - used_) / 7) {
+      overflowed_ = true;
+      return;
+    }
+    uint8_t* p = buffer_ + used_;
+    for (uint32_t v : tokens) p = PutPickleInt(p, v);
+    used_ = static_cast<size_t>(p - buffer_);
+  }
+  void End() {
+    if (overflowed_) return;
+    const size_t frame = used_ - 2 - kFrameHeaderSize;  // >= 4 and < 64 KiB: always framed, once
+    buffer_[2] = kFrame;
+    for (int i = 0; i < 8; ++i) buffer_[3 + i] = static_cast<uint8_t>(uint64_t{frame} >> (8 * i));
+  }
+
+ private:
+  static constexpr size_t kCapacity = 2048;  // a 256-token block of LONG1s, short extras
+  static_assert(kCapacity < kFrameSizeTarget);
+  bool overflowed_ = false;
+  size_t used_ = 0;
+  uint8_t buffer_[kCapacity + 8];  // + the 8-byte stores' slack
+};
+
 // ---- CBOR -----------------------------------------------------------------
 
 template <typename Out>
@@ -523,17 +571,28 @@ std::string EncodeBlock(HashAlgorithm algorithm, const BlockDigest& parent, std:
 
 BlockDigest HashBlock(HashAlgorithm algorithm, const BlockDigest& parent, std::span<const uint32_t> tokens,
                       const RequestExtras& extras, size_t block_index) {
-  ShaStream sha;
   const BlockKeys keys = KeysOf(extras, block_index);
   if (algorithm == HashAlgorithm::kSha256Cbor) {
+    ShaStream sha;
     WriteCborBlock(&sha, parent, tokens, keys);
     return sha.Finish();
   }
   const PickleSubject subject{&parent, tokens, keys, {}};
+  BufferedPickle whole;
+  WalkPickle(subject, whole);
+  if (!whole.overflowed()) {
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, whole.data(), whole.size());
+    BlockDigest digest;
+    SHA256_Final(digest.data(), &ctx);
+    return digest;
+  }
   // The FRAME header carries the frame's length, so the tokens' widths are
   // summed first; the walk outside the tokens is a few dozen bytes.
   FramedLength length;
   WalkPickle(subject, length);
+  ShaStream sha;
   if (length.total() < kFrameSizeTarget) {
     SingleFrameWriter writer(length.total(), &sha);
     WalkPickle(subject, writer);

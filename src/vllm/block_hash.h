@@ -6,10 +6,16 @@
 //
 // `hash` is SHA-256 of the tuple's pickle (protocol 5) or of its canonical
 // CBOR. Only the shapes vLLM hashes are encoded -- a 32-byte bytes, a tuple
-// of non-negative ints, None or a tuple of short strings, a str -- byte for
-// byte as CPython's pickle and cbor2 (canonical) write them; no general
-// pickle or CBOR encoder is needed, and none is linked. SHA-256 is
-// libcrypto's, as for SGLang's page hashes.
+// of non-negative ints, None or a tuple of strings, a str -- byte for byte as
+// CPython's pickle and cbor2 (canonical) write them; no general pickle or
+// CBOR encoder is needed, and none is linked. SHA-256 is libcrypto's, as for
+// SGLang's page hashes.
+//
+// CPython's corners, kept (testdata/vllm/pickle-corners.json has its own
+// pickles of each): ids >= 2^31 are LONG1 (5 bytes: a sign byte); a str of
+// 256+ bytes is BINUNICODE ('X', u32 length); the C pickler cuts a new FRAME
+// past 64 KiB and writes a >= 64 KiB str outside any frame; the empty tuple
+// is not memoized; pickle memoizes by identity (RequestExtras).
 //
 // A partial last block is never hashed.
 #pragma once
