@@ -6,10 +6,16 @@
 //
 // `hash` is SHA-256 of the tuple's pickle (protocol 5) or of its canonical
 // CBOR. Only the shapes vLLM hashes are encoded -- a 32-byte bytes, a tuple
-// of non-negative ints, None or a tuple of short strings, a str -- byte for
-// byte as CPython's pickle and cbor2 (canonical) write them; no general
-// pickle or CBOR encoder is needed, and none is linked. SHA-256 is
-// libcrypto's, as for SGLang's page hashes.
+// of non-negative ints, None or a tuple of strings, a str -- byte for byte as
+// CPython's pickle and cbor2 (canonical) write them; no general pickle or
+// CBOR encoder is needed, and none is linked. SHA-256 is libcrypto's, as for
+// SGLang's page hashes.
+//
+// CPython's corners, kept (testdata/vllm/pickle-corners.json has its own
+// pickles of each): ids >= 2^31 are LONG1 (5 bytes: a sign byte); a str of
+// 256+ bytes is BINUNICODE ('X', u32 length); the C pickler cuts a new FRAME
+// past 64 KiB and writes a >= 64 KiB str outside any frame; the empty tuple
+// is not memoized; pickle memoizes by identity (RequestExtras).
 //
 // A partial last block is never hashed.
 #pragma once
@@ -34,12 +40,19 @@ enum class HashAlgorithm : uint8_t {
 // The extra keys of a request (vLLM's generate_block_hash_extra_keys for a
 // text-only request): a LoRA name on every block, a cache salt on block 0
 // only. Block i's extra_keys is None when it gets neither, else the tuple of
-// what it gets, LoRA name first.
+// what it gets, LoRA name first. An empty salt counts as none: vLLM tests
+// `request.cache_salt` for truth, so "" never reaches the hash.
 struct RequestExtras {
   bool has_lora = false;
   std::string_view lora_name;  // UTF-8
   bool has_salt = false;
   std::string_view cache_salt;  // UTF-8
+  // pickle memoizes by object identity, not by value: when the salt is the
+  // very str object that is the LoRA name, block 0's pickle refers back to
+  // it (BINGET) instead of writing it again. Equal strings from different
+  // sources (a request's JSON, the LoRA registry) are different objects, so
+  // equality alone never implies this; the caller states it. CBOR ignores it.
+  bool salt_is_lora_object = false;
 };
 
 // NONE_HASH: hash(seed), seed being PYTHONHASHSEED as a Python str ("0").
