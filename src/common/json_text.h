@@ -43,7 +43,21 @@ inline bool ParseJson(std::string_view text, nlohmann::json* out, std::string* w
   // "[json.exception.parse_error.101] parse error ...": the bracketed id
   // means nothing to whoever wrote the config.
   const size_t id_end = sax.message.find("] ");
-  *why = id_end == std::string::npos ? sax.message : sax.message.substr(id_end + 2);
+  const std::string_view message =
+      std::string_view(sax.message).substr(id_end == std::string::npos ? 0 : id_end + 2);
+  // The message quotes the bytes it stopped at ("last read: ..."), which
+  // may be anything: escape what is not printable ASCII, so the error stays
+  // text a log line or a Rust String can carry.
+  why->clear();
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) {
+      why->push_back(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      why->append({'\\', 'x', kHex[byte >> 4], kHex[byte & 0xF]});
+    }
+  }
   if (why->empty()) *why = "parse error";
   return false;
 }
