@@ -167,6 +167,17 @@ TEST(VllmDescriptor, InvalidJsonSaysSoWithTheParsersMessage) {
   EXPECT_NAMES(DescriptorError(std::string("[1]")), "expected a JSON object");
 }
 
+TEST(LayoutJsonFamily, TextWithANulByteIsNotJson) {
+  // nlohmann alone would stop reading at the NUL and accept the descriptor before it.
+  const std::string text = std::string(kDescriptor) + std::string("\0garbage", 8);
+  EXPECT_EQ(DescriptorError(text), "not valid JSON: a NUL byte at offset " + std::to_string(std::string(kDescriptor).size()));
+  EXPECT_FALSE(vllm::LooksLikeDescriptor(text));
+  LayoutSpec spec;
+  std::string error;
+  EXPECT_FALSE(ParseRuntimeConfigJson(std::string("{\"page_size\": 16}\0", 18), &spec, &error));
+  EXPECT_EQ(error, "not valid JSON: a NUL byte at offset 17");
+}
+
 TEST(VllmDescriptor, SchemaVersionOtherThanOneIsRefused) {
   json d = Descriptor();
   d["schema_version"] = 2;

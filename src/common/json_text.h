@@ -17,6 +17,14 @@ namespace sci {
 // exceptions off; the second, run only for text that failed, exists because
 // a discarded value carries no message.
 inline bool ParseJson(std::string_view text, nlohmann::json* out, std::string* why) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so
+  // "{...}\0<anything>" would read as "{...}"; JSON text holds no raw NUL,
+  // and serde_json (the Rust crate's reader) refuses one.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    *out = nlohmann::json(nlohmann::json::value_t::discarded);
+    *why = "a NUL byte at offset " + std::to_string(nul);
+    return false;
+  }
   *out = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (!out->is_discarded()) return true;
 

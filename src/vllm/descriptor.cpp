@@ -343,8 +343,9 @@ bool ParseDescriptorJson(std::string_view text, LayoutSpec* spec, std::string* e
 }
 
 bool LooksLikeDescriptor(std::string_view text) {
-  const json root = json::parse(text.begin(), text.end(), nullptr, false);
-  if (!root.is_object()) return false;  // a discarded value is not an object either
+  json root;
+  std::string why;
+  if (!ParseJson(text, &root, &why) || !root.is_object()) return false;
   return root.contains(kWrapper) || (root.contains("schema_version") && root.contains("groups"));
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/json_text.h"
 #include "fuzz_check.h"
 #include "sglang/layout.h"
 #include "sglang/runtime_config.h"
@@ -106,7 +107,9 @@ void CheckDescriptor(std::string_view text) {
     SCI_FUZZ_CHECK(looks, "a descriptor read that does not look like one");
   }
 
-  const nlohmann::json root = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  nlohmann::json root;
+  std::string why;
+  ParseJson(text, &root, &why);
   // A byte order mark is skipped at the start of a text only, not inside a wrapper.
   if (!root.is_object() || root.contains("vllm_mooncake_store") || text.starts_with("\xEF\xBB\xBF")) return;
   const std::string wrapped_text = "{\"vllm_mooncake_store\":" + std::string(text) + "}";
@@ -139,12 +142,14 @@ void CheckRuntimeConfig(std::string_view text) {
   if (read) {
     SCI_FUZZ_CHECK(given_read && SameConfig(fresh, given), "a spec with a page size read it differently (%s)",
                    given_error.c_str());
-    const nlohmann::json root = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+    nlohmann::json root;
+    std::string why;
+    SCI_FUZZ_CHECK(ParseJson(text, &root, &why), "read text that is not JSON: %s", why.c_str());
     SCI_FUZZ_CHECK(root.is_object() && root.contains("page_size") && !root["page_size"].is_null(),
                    "read without a page_size");
-    std::string why;
-    const auto layout = Layout::Create(fresh, &why);
-    SCI_FUZZ_CHECK(layout != nullptr || !why.empty(), "Layout::Create refused without a reason");
+    std::string refused;
+    const auto layout = Layout::Create(fresh, &refused);
+    SCI_FUZZ_CHECK(layout != nullptr || !refused.empty(), "Layout::Create refused without a reason");
   } else if (error == "page_size is missing") {
     SCI_FUZZ_CHECK(given_read ? given.page_size == 7 : given_error != error, "page size given, then \"%s\"",
                    given_error.c_str());
