@@ -4,7 +4,7 @@
 # into the committed corpus, minimised.
 #
 #   scripts/fuzz.sh HARNESS [SECONDS] [extra libFuzzer flags...]
-#     HARNESS: apply_message_fuzzer | check_pages_fuzzer; SECONDS: default 600.
+#     HARNESS: apply_message_fuzzer | check_pages_fuzzer | layout_json_fuzzer; SECONDS: default 600.
 #   scripts/fuzz.sh build        only build the harnesses
 #
 # One process, one job (the machine is shared): run the harnesses one after
@@ -32,12 +32,13 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DSCI_SANITIZE=address,undefined,fuzzer-no-link -DSCI_BUILD_FUZZERS=ON \
   -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
-cmake --build "$build" -j2 --target apply_message_fuzzer check_pages_fuzzer fuzz_seed_corpus
+cmake --build "$build" -j2 --target apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer fuzz_seed_corpus
 [[ $harness == build ]] && exit 0
 
 case $harness in
   apply_message_fuzzer) max_len=65536; dict=(-dict=tests/fuzz/apply_message_fuzzer.dict) ;;
   check_pages_fuzzer) max_len=4096; dict=() ;;
+  layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
   *) echo "fuzz.sh: unknown harness '$harness'" >&2; exit 2 ;;
 esac
 
@@ -49,7 +50,8 @@ artifacts=$build/fuzz-artifacts/$harness
 rm -rf "$build/fuzz-seeds"
 "$build/tests/fuzz/fuzz_seed_corpus" "$build/fuzz-seeds/apply_message_fuzzer" \
   "$build/fuzz-seeds/check_pages_fuzzer" "$root/testdata/mooncake-publisher"
-mkdir -p "$corpus" "$work" "$artifacts"
+# (fuzz_seed_corpus writes no seeds for layout_json_fuzzer: its corpus holds them.)
+mkdir -p "$corpus" "$work" "$artifacts" "$seeds"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -32,6 +32,7 @@
 #include "leader_election.h"
 #include "redis_election.h"
 #include "sglang/layout.h"
+#include "sglang/runtime_config.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
 #include "stop_signal.h"
@@ -271,7 +272,14 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
       *exit_code = 1;
       return false;
     }
-    if (!ParseLayoutJson(text, &spec, error)) return false;
+    // The flags go in first as well, so that --page-size stands in for a
+    // page_size the JSON leaves out; applied again below, they override it.
+    if (!ApplyLayoutFlags(flags, &spec, error)) return false;
+    if (!ParseRuntimeConfigJson(text, &spec, error)) {
+      const char* hint = *error == "page_size is missing" ? " (or give --page-size N)" : "";
+      *error = absl::StrFormat("--layout-json %s: %s%s", flags.Get("layout-json"), *error, hint);
+      return false;
+    }
   }
   if (!ApplyLayoutFlags(flags, &spec, error)) return false;
   if (spec.page_size == 0) {

@@ -1,7 +1,6 @@
 #include "sglang_workload.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "absl/strings/str_format.h"
@@ -123,73 +122,6 @@ bool ApplyLayoutFlags(const CommandLine& flags, LayoutSpec* spec, std::string* e
       if (!ParsePoolFlag(text, &pool, error)) return false;
       spec->pools.push_back(std::move(pool));
     }
-  }
-  return true;
-}
-
-namespace {
-
-// A layout number: a whole number from 0 to UINT32_MAX. nlohmann's get_to
-// would wrap -64 to 4294967232 and truncate 64.5 to 64, so a typo would
-// become a layout nobody asked for.
-bool GetUint32(const nlohmann::json& object, const std::string& where, const char* name, uint32_t* field,
-               std::string* error) {
-  if (!object.contains(name) || object[name].is_null()) return true;
-  const nlohmann::json& value = object[name];
-  if (!value.is_number_unsigned() || value.get<uint64_t>() > UINT32_MAX) {
-    *error = absl::StrFormat("layout JSON: %s%s is %s (want a whole number from 0 to %d)", where, name, value.dump(),
-                             UINT32_MAX);
-    return false;
-  }
-  *field = value.get<uint32_t>();
-  return true;
-}
-
-}  // namespace
-
-bool ParseLayoutJson(std::string_view text, LayoutSpec* spec, std::string* error) {
-  try {
-    const nlohmann::json json = nlohmann::json::parse(text);
-    if (!json.is_object()) {
-      *error = "the layout JSON is not an object";
-      return false;
-    }
-    const auto get = [&](const char* name, auto* field) {
-      if (json.contains(name) && !json[name].is_null()) json[name].get_to(*field);
-    };
-    if (!GetUint32(json, "", "page_size", &spec->page_size, error) ||
-        !GetUint32(json, "", "tp_size", &spec->tp_size, error) ||
-        !GetUint32(json, "", "pp_size", &spec->pp_size, error) ||
-        !GetUint32(json, "", "tp_lcm_size", &spec->tp_lcm_size, error)) {
-      return false;
-    }
-    get("is_mla_model", &spec->is_mla_model);
-    get("is_eagle", &spec->is_eagle);
-    get("should_split_heads", &spec->should_split_heads);
-    get("extra_backend_tag", &spec->extra_backend_tag);
-    get("key_prefix", &spec->key_prefix);
-    get("tenant_id", &spec->tenant_id);
-    if (json.contains("pools") && !json["pools"].is_null()) {
-      spec->pools.clear();
-      for (size_t p = 0; p < json["pools"].size(); ++p) {
-        const nlohmann::json& entry = json["pools"][p];
-        PoolSpec pool;
-        entry.at("suffixes").get_to(pool.suffixes);
-        const std::string policy = entry.value("hit_policy", std::string("all_pages"));
-        if (policy == "trailing_pages") {
-          pool.hit_policy = HitPolicy::kTrailingPages;
-          const std::string where = absl::StrFormat("pools[%d].", p);
-          if (!GetUint32(entry, where, "trailing_pages", &pool.trailing_pages, error)) return false;
-        } else if (policy != "all_pages") {
-          *error = absl::StrFormat("pools[%d].hit_policy \"%s\" is not all_pages or trailing_pages", p, policy);
-          return false;
-        }
-        spec->pools.push_back(std::move(pool));
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    *error = absl::StrFormat("bad layout JSON: %s", e.what());
-    return false;
   }
   return true;
 }

@@ -55,16 +55,7 @@ void ForEachWorkloadEvent(const Layout& layout, std::string_view tenant,
                           bool end_with_cleared, const std::function<void(const ScriptEvent&)>& emit);
 
 // The layout flags of sci-publish (see kLayoutFlags), applied on top of
-// `*spec` (which --layout-json may have filled first).
+// `*spec` (which --layout-json may have filled first: sci::ParseRuntimeConfigJson).
 bool ApplyLayoutFlags(const CommandLine& flags, LayoutSpec* spec, std::string* error);
-
-// A layout as JSON, with the field names of docs/sglang-hicache.md:
-//   {"page_size":64,"tp_size":8,"pp_size":1,"tp_lcm_size":0,"is_mla_model":false,
-//    "is_eagle":false,"should_split_heads":false,"extra_backend_tag":"",
-//    "key_prefix":"","tenant_id":"","pools":[{"suffixes":["__k"],
-//    "hit_policy":"all_pages" | "trailing_pages","trailing_pages":4}]}
-// Absent fields keep their defaults; unknown fields are ignored (workers
-// publish more than the layout).
-bool ParseLayoutJson(std::string_view text, LayoutSpec* spec, std::string* error);
 
 }  // namespace sci::tools

@@ -40,9 +40,12 @@ struct LayoutSpec {
 
 // Reads the descriptor, bare or wrapped as {"vllm_mooncake_store": {...}}.
 // On error returns false and sets *error to the JSON path and the problem
-// ("groups[1].kind: \"linear\" is not a known kind"). Unknown fields are
-// ignored. Validation of values that the JSON reader cannot see (block
-// sizes versus each other, key lengths) is Layout::Create's.
+// ("groups[1].kind: \"linear\" is not a known kind"), the paths of a
+// wrapped descriptor starting "vllm_mooncake_store.". Unknown fields are
+// ignored; null means absent. A descriptor read is one whose block sizes
+// fit each other (each group's block_size and main_event_block_size are
+// multiples of the one hash_block_size every group shares); key lengths
+// are Layout::Create's to judge. *spec is left alone on error.
 bool ParseDescriptorJson(std::string_view json, LayoutSpec* spec, std::string* error);
 
 // Whether `json` is a vLLM descriptor (bare or wrapped) rather than another
