@@ -3,12 +3,14 @@
 // lives in src/vllm/ (and src/sglang/ for SGLang's JSON).
 #include "capi_vllm.h"
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "capi_support.h"
 #include "query_args.h"
+#include "sglang/page_query.h"
 #include "sglang/runtime_config.h"
 #include "vllm/chunk_query.h"
 #include "vllm/layout_spec.h"

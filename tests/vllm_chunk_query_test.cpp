@@ -78,13 +78,15 @@ LayoutSpec Hybrid() {
 }
 
 class VllmQuery : public ::testing::Test {
- protected:
+ public:
   void Apply(EventKind kind, const std::vector<std::string>& keys, std::string_view group_id = {}) {
     std::vector<Event> events;
     for (const std::string& key : keys) events.push_back(Event{kind, key, group_id, {}, "cpu"});
     index_.ApplyBatch(++sequence_, events);
   }
   // Stores (or removes) chunk `chunk` of group `g`, keyed by the chain of `tokens`.
+
+ protected:
   void Chunk(EventKind kind, const Layout& layout, const std::vector<uint32_t>& tokens, size_t g, size_t chunk,
              const RequestExtras& extras = {}) {
     const std::vector<BlockDigest> chain = HashChain(layout.algorithm(), "0", tokens, 16, extras);
