@@ -3,8 +3,10 @@
 # objects SGLang HiCache workers store for a few prompts, in the production
 # wire format, on a loopback port; the Rust router example (rust-example,
 # examples/router_demo.rs) follows it through the library's subscriber and
-# asks, for a handful of prompts, which pages are in the pool. Act 2: a
-# Mooncake HA pair (two sci-publish electing a leader through a real etcd,
+# asks, for a handful of prompts, which pages are in the pool. Act 2: a vLLM
+# model (the MooncakeStoreConnector's chunks, a Qwen3-8B-like TP 2
+# descriptor); the router reads the same descriptor and prints Dynamo's
+# answer, the blocks of the prefix in the pool. Act 3: a Mooncake HA pair (two sci-publish electing a leader through a real etcd,
 # on 127.0.0.2 and 127.0.0.3 with the same ports); the router follows the
 # leader named in etcd and resyncs from its snapshot; the leader crashes and
 # the table shows the hits gone, then back after the standby's resync.
@@ -30,10 +32,10 @@ echo "== building the Rust router example (cargo, offline)"
 
 work=$(mktemp -d)
 publisher=""
-act2_pids=()  # etcd and the two masters of act 2
+failover_pids=()  # etcd and the two masters of act 3
 cleanup() {
   if [ -n "$publisher" ]; then kill "$publisher" 2>/dev/null || true; wait "$publisher" 2>/dev/null || true; fi
-  for pid in "${act2_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  for pid in "${failover_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -91,7 +93,36 @@ echo
 echo "== sci-publish summary: $(cat "$work/published.json")"
 
 echo
-echo "== act 2: the master fails over"
+echo "== act 2: a vLLM model (MooncakeStoreConnector chunks, Dynamo's answer)"
+# The descriptor Dynamo's worker extension publishes for Qwen/Qwen3-8B at TP 2
+# (8 KV heads: each rank writes its own objects), cache_prefix "prod".
+cat >"$work/vllm.json" <<'JSON'
+{"schema_version": 1, "adapter": "vllm-1085b644",
+ "hash": {"algorithm": "sha256", "digest_encoding": "hex", "gpu_event_hash": "low64",
+          "seed_policy": "pythonhashseed-0", "key_separator": "@"},
+ "main_event_group": 0, "main_event_block_size": 16,
+ "coordinator": {"lcm_block_size": 16, "speculative": false, "drop_blocks": false},
+ "groups": [{"group_id": 0, "kind": "full_attention", "block_size": 16, "hash_block_size": 16,
+             "key_prefixes": ["prod@Qwen3-8B@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0",
+                              "prod@Qwen3-8B@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0"]}]}
+JSON
+echo "starting sci-publish: 4 prompts of 256 blocks (16 tokens, + 1 token), 100 blocks shared, tp 2"
+"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --sglang-workload \
+  --layout-json "$work/vllm.json" --prompts 4 --pages 256 --shared-prefix-pages 100 --seed 2025 \
+  --prompts-out "$work/vllm-prompts.jsonl" --wait-subscribers-ms 30000 \
+  >"$work/vllm-published.json" 2>"$work/vllm-publisher.log" &
+publisher=$!
+ready=$(await_line "$work/vllm-publisher.log" '"listening"' "$publisher")
+endpoint=$(sed -n 's/.*"listening":"\([^"]*\)".*/\1/p' <<<"$ready")
+echo
+"$root/rust-example/target/release/examples/router_demo" --endpoint "$endpoint" \
+  --layout-json "$work/vllm.json" --cache-namespace Qwen3-8B --prompts "$work/vllm-prompts.jsonl" \
+  --published "$work/vllm-published.json"
+wait "$publisher"
+publisher=""
+
+echo
+echo "== act 3: the master fails over"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 etcd_port=$(free_port)
 etcd_peer=$(free_port)
@@ -99,7 +130,7 @@ etcd_url=http://127.0.0.1:$etcd_port
 etcd --name demo --data-dir "$work/etcd" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
   --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
   --initial-cluster "demo=http://127.0.0.1:$etcd_peer" --log-level error >"$work/etcd.log" 2>&1 &
-act2_pids+=($!)
+failover_pids+=($!)
 healthy=""
 for _ in $(seq 200); do
   if etcdctl --endpoints "$etcd_url" --dial-timeout 1s endpoint health >/dev/null 2>&1; then healthy=1; break; fi
@@ -117,7 +148,7 @@ master=(--etcd "$etcd_url" --keep-running --live-every-ms 100 --wait-subscribers
 "$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.2:*' --admin-port 0 --advertise 127.0.0.2:50051 \
   "${master[@]}" "${workload[@]}" >/dev/null 2>"$work/leader.log" &
 leader=$!
-act2_pids+=("$leader")
+failover_pids+=("$leader")
 disown "$leader"  # the router SIGKILLs it: no "Killed" job notice in the demo's output
 ready=$(await_line "$work/leader.log" '"listening"' "$leader")
 event_port=$(sed -n 's/.*"listening":"tcp:[^"]*:\([0-9]*\)".*/\1/p' <<<"$ready")
@@ -127,7 +158,7 @@ echo "leader  127.0.0.2 (pid $leader): events tcp://127.0.0.2:$event_port, admin
   --advertise 127.0.0.3:50051 "${master[@]}" --restore-sglang-workload "${workload[@]:1}" \
   >/dev/null 2>"$work/standby.log" &
 standby=$!
-act2_pids+=("$standby")
+failover_pids+=("$standby")
 await_line "$work/standby.log" '"standby"' "$standby" >/dev/null
 echo "standby 127.0.0.3 (pid $standby): same ports, waiting for the leader's lease"
 echo

@@ -1,7 +1,7 @@
 // sci-publish and sci-tail as processes, as a demo or a Rust test runs
 // them: the publisher's bytes are the encoder's, the tail prints what was
 // published (gaps, duplicates and malformed messages marked), and an SGLang
-// workload lands in a live index page by page.
+// or vLLM workload lands in a live index page by page, chunk by chunk.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -477,6 +477,78 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
   }
   EXPECT_EQ(prompts, 3);
   sci_layout_free(layout);
+}
+
+// ---- the vLLM workload, end to end ----
+
+// A hybrid model: full attention in chunks of 16 tokens on two TP ranks,
+// Mamba state in chunks of 32 on one, so a prefix needs both groups and is
+// a multiple of 32 tokens.
+constexpr char kHybridDescriptor[] = R"({"schema_version": 1,
+ "hash": {"algorithm": "sha256", "digest_encoding": "hex", "seed_policy": "pythonhashseed-0", "key_separator": "@"},
+ "main_event_block_size": 16, "coordinator": {"lcm_block_size": 32},
+ "groups": [{"group_id": 0, "kind": "full_attention", "block_size": 16, "hash_block_size": 16,
+             "key_prefixes": ["prod@M@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0",
+                              "prod@M@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0"]},
+            {"group_id": 1, "kind": "mamba", "block_size": 32, "hash_block_size": 16, "mamba_cache_mode": "align",
+             "key_prefixes": ["prod@M@tp_rank:0@pcp0@dcp0@pp_rank:0@group:1"]}]})";
+
+TEST(Tools, VllmWorkloadMakesDynamosAnswerTheWholePromptForPublishedPrompts) {
+  sci_index* handle = nullptr;
+  ASSERT_EQ(sci_index_new(nullptr, &handle), SCI_OK);
+  std::unique_ptr<sci_index, void (*)(sci_index*)> owned(handle, sci_index_free);
+  Index& index = handle->impl;
+
+  const TempFile descriptor("sci-vllm-descriptor", kHybridDescriptor);
+  const TempFile prompts_file("sci-vllm-prompts", "");
+  // 3 prompts of 10 blocks sharing 4 (and the token after them). Full
+  // attention: 4 + 3 * 6 chunks, 2 keys each; Mamba: chunks end at 32, 64
+  // (shared), 96, 128, 160: 2 + 3 * 3 chunks, 1 key each.
+  constexpr uint64_t kEvents = (4 + 3 * 6) * 2 + (2 + 3 * 3);
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload", "--layout-json",
+                               descriptor.path(), "--prompts", "3", "--pages", "10", "--shared-prefix-pages", "4",
+                               "--seed", "42", "--prompts-out", prompts_file.path(), "--wait-subscribers-ms",
+                               "20000"});
+  ASSERT_NE(publish, nullptr);
+  std::string listening;
+  ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
+  SubscriberOptions options;
+  options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+  SubscriberError code = SubscriberError::kNone;
+  std::string error;
+  std::unique_ptr<Subscriber> subscriber = Subscriber::Start(index, options, &code, &error);
+  ASSERT_NE(subscriber, nullptr) << error;
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  EXPECT_EQ(OutLines(*publish).at(0)["events"], kEvents);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().events_applied == kEvents; }));
+  EXPECT_EQ(index.GetStats().keys, kEvents);
+
+  // The router reads the same descriptor and recomputes the chains.
+  sci_layout* layout = nullptr;
+  ASSERT_EQ(sci_layout_new_json(sci_str{kHybridDescriptor, std::strlen(kHybridDescriptor)}, &layout), SCI_OK)
+      << sci_last_error();
+  std::unique_ptr<sci_layout, void (*)(sci_layout*)> owned_layout(layout, sci_layout_free);
+  const auto prefix_blocks = [&](const std::vector<uint32_t>& tokens) {
+    size_t blocks = 99;
+    EXPECT_EQ(sci_index_check_prefix(handle, layout, tokens.data(), tokens.size(), 16, &blocks), SCI_OK)
+        << sci_last_error();
+    return blocks;
+  };
+  std::ifstream in(prompts_file.path());
+  std::vector<std::vector<uint32_t>> prompts;
+  for (std::string line; std::getline(in, line);) {
+    prompts.push_back(nlohmann::json::parse(line)["tokens"].get<std::vector<uint32_t>>());
+    ASSERT_EQ(prompts.back().size(), 10u * 16 + 1) << "one token more than the blocks";
+    EXPECT_EQ(prefix_blocks(prompts.back()), 10u) << "prompt " << prompts.size() - 1;
+  }
+  ASSERT_EQ(prompts.size(), 3u);
+  // Cut after 9 blocks and a token: the longest multiple of 32 tokens is 8 blocks.
+  EXPECT_EQ(prefix_blocks(std::vector<uint32_t>(prompts[0].begin(), prompts[0].begin() + 9 * 16 + 1)), 8u);
+  // A prompt nobody published: its first block already differs.
+  std::vector<uint32_t> unpublished = prompts[0];
+  unpublished[0] ^= 1;
+  EXPECT_EQ(prefix_blocks(unpublished), 0u);
 }
 
 // ---- the second generation (docs/wire-formats.md, section 5) ----

@@ -21,6 +21,11 @@
 //! leader (PID, a sci-publish), prints each change it sees while the standby
 //! takes over and the subscriber follows it (hits gone, then back after the
 //! resync), and prints the table again.
+//!
+//! When `--layout-json` is a vLLM MooncakeStoreConnector descriptor, the
+//! router registers it under a cache namespace (`--cache-namespace`, default
+//! `Qwen3-8B`) in a `SharedCacheIndex` and prints Dynamo's answer per
+//! prompt: the blocks of the longest prefix every KV-cache group holds.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -29,7 +34,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use shared_cache_index::{
-    Index, Layout, PageHits, PageScratch, Stats, Subscriber, SubscriberOptions,
+    Index, Layout, LayoutFamily, PageHits, PageScratch, RequestExtras, SharedCacheIndex, Stats,
+    Subscriber, SubscriberOptions,
 };
 
 struct Args {
@@ -37,6 +43,7 @@ struct Args {
     layout_json: String,
     prompts: String,
     published: Option<String>,
+    cache_namespace: String,
     timeout: Duration,
     failover: Option<Failover>,
 }
@@ -92,6 +99,7 @@ fn parse_args() -> Result<Args, String> {
         layout_json: take("layout-json").ok_or("--layout-json is required")?,
         prompts: take("prompts").ok_or("--prompts is required")?,
         published: take("published"),
+        cache_namespace: take("cache-namespace").unwrap_or_else(|| "Qwen3-8B".into()),
         timeout: Duration::from_secs(take("timeout-s").map_or(Ok(60), |v| {
             v.parse().map_err(|_| format!("bad --timeout-s {:?}", v))
         })?),
@@ -238,6 +246,24 @@ fn run(args: Args) -> Result<(), String> {
         stats.keys,
         stats.groups
     );
+
+    if layout.family() == LayoutFamily::Vllm {
+        let mut cache = SharedCacheIndex::new(index.clone());
+        cache.register_layout(Some(&args.cache_namespace), layout);
+        println!(
+            "vLLM layout registered under cache namespace {:?}: block size {}\n",
+            args.cache_namespace, page
+        );
+        print_vllm_table(&cache, &args.cache_namespace, &prompts, page)?;
+        println!(
+            "\nDynamo's answer: the blocks of the longest prefix whose every chunk is in the pool\n\
+             (each chunk: one object per key prefix, here one per TP rank), computed from the tokens\n\
+             (vLLM's block-hash chain); the request's last token is never credited."
+        );
+        drop(subscriber);
+        print_counters(&index.stats().map_err(error)?);
+        return Ok(());
+    }
 
     // A handful of requests a router sees: the published prompts, an edit in
     // the middle of one, a new question on the shared prefix, a stranger, and
@@ -413,6 +439,67 @@ fn print_table(index: &Index, layout: &Layout, queries: &[Query], scratch: &mut 
     Ok(())
 }
 
+/// The vLLM act's table: Dynamo's answer (`check_blocks`, one range
+/// `0..L`) for the published prompts, an edit, a LoRA request and a stranger.
+fn print_vllm_table(
+    cache: &SharedCacheIndex,
+    namespace: &str,
+    prompts: &[Vec<u32>],
+    block: u32,
+) -> Result<(), String> {
+    let error = |e: shared_cache_index::Error| e.to_string();
+    let first = &prompts[0];
+    let blocks = first.len() / block as usize;
+    let mut queries: Vec<(String, Vec<u32>, RequestExtras)> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, tokens)| (format!("published prompt {}", i), tokens.clone(), RequestExtras::none()))
+        .collect();
+    let edit_block = blocks * 3 / 4;
+    let mut edited = first.clone();
+    edited[edit_block * block as usize + 1] ^= 0x5a5a;
+    queries.push((format!("prompt 0, edited in block {}", edit_block), edited, RequestExtras::none()));
+    queries.push((
+        "prompt 0 with LoRA \"sql-adapter\"".into(),
+        first.clone(),
+        RequestExtras::none().lora("sql-adapter"),
+    ));
+    queries.push(("an unrelated prompt".into(), (0..first.len() as u32).collect(), RequestExtras::none()));
+    println!("| request | tokens | blocks | Dynamo's answer | hit range | first query | warm query (median) |");
+    println!("|---|---:|---:|---:|---|---:|---:|");
+    for (what, tokens, extras) in &queries {
+        let ask = || cache.check_blocks_with_extras(tokens, block, extras, Some(namespace));
+        let t0 = Instant::now();
+        let cold = ask().map_err(error)?;
+        let cold_time = t0.elapsed();
+        let mut times: Vec<Duration> = (0..101)
+            .map(|_| {
+                let t = Instant::now();
+                let _ = ask();
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        let warm = ask().map_err(error)?;
+        assert_eq!(warm, cold, "nothing changed between the two queries");
+        let range = warm
+            .ranges
+            .first()
+            .map_or("-".to_string(), |r| format!("{}..{}", r.start, r.end));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            what,
+            tokens.len(),
+            tokens.len() / block as usize,
+            warm.total_hits,
+            range,
+            micros(cold_time),
+            micros(times[times.len() / 2])
+        );
+    }
+    Ok(())
+}
+
 fn common_prefix_pages(prompts: &[Vec<u32>], page: usize) -> usize {
     let first = &prompts[0];
     let tokens = (0..first.len())
@@ -470,7 +557,7 @@ fn main() -> ExitCode {
                 eprintln!("router_demo: {}", message);
             }
             eprintln!(
-                "usage: router_demo --endpoint E --layout-json FILE --prompts FILE [--published FILE] [--timeout-s N]\n       \
+                "usage: router_demo --endpoint E --layout-json FILE --prompts FILE [--published FILE] [--cache-namespace NS] [--timeout-s N]\n       \
                  router_demo --etcd ENDPOINTS --event-port P --admin-port A --kill-leader-pid PID \\\n                   \
                  --layout-json FILE --prompts FILE [--timeout-s N]"
             );

@@ -31,6 +31,7 @@ use crate::error::{Error, Result, Status};
 use crate::layout_builder::{HitPolicy, LayoutBuilder};
 use crate::options::{IndexOptions, LogLevel, Stats, SubscriberOptions};
 use crate::pages::{PageHits, PageScratch, PageSummary};
+use crate::request_extras::RequestExtras;
 use crate::sys;
 
 /// `Ok` for SCI_OK, else the status with the library's message (C4: read on
@@ -56,6 +57,18 @@ fn sci_str(bytes: &[u8]) -> sys::sci_str {
     sys::sci_str {
         ptr: bytes.as_ptr().cast::<c_char>(),
         len: bytes.len(),
+    }
+}
+
+/// An optional string as the library reads one: NULL for `None`, so that
+/// `Some("")` stays the empty string (C3).
+fn sci_opt_str(text: Option<&str>) -> sys::sci_str {
+    match text {
+        None => sys::sci_str {
+            ptr: ptr::null(),
+            len: 0,
+        },
+        Some(text) => sci_str(text.as_bytes()),
     }
 }
 
@@ -363,7 +376,14 @@ impl Index {
     /// under `layout`. Fills `scratch` (no allocation once it has grown to
     /// the request's page count) and returns the per-page flags, the ranges
     /// of consecutive hit pages and the counts, borrowed from it.
-    /// A `block_size` other than the layout's page size answers zero hits.
+    /// A `block_size` other than the layout's [`block_size`](Layout::block_size)
+    /// answers zero hits.
+    ///
+    /// On a vLLM layout a "page" is a router block (`main_event_block_size`
+    /// tokens): it hits when, for every full-attention group, the chunks
+    /// covering it lie wholly inside the request and have every object
+    /// present (a layout with no full-attention group has no block hit).
+    /// Dynamo's answer is [`check_prefix`](Index::check_prefix).
     pub fn check_pages<'s>(
         &self,
         layout: &Layout,
@@ -371,9 +391,34 @@ impl Index {
         block_size: u32,
         scratch: &'s mut PageScratch,
     ) -> Result<PageHits<'s>> {
-        // n_tokens / page_size always suffices (header); page_size > 0 is
-        // guaranteed by sci_layout_new.
-        let cap = tokens.len() / layout.page_size as usize;
+        self.pages_query(layout, tokens, block_size, None, scratch)
+    }
+
+    /// [`check_pages`](Index::check_pages) for a request with vLLM extra
+    /// keys (LoRA name, cache salt). On an SGLang layout a request with any
+    /// extras hits nothing.
+    pub fn check_pages_with_extras<'s>(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: &RequestExtras<'_>,
+        scratch: &'s mut PageScratch,
+    ) -> Result<PageHits<'s>> {
+        self.pages_query(layout, tokens, block_size, Some(extras), scratch)
+    }
+
+    fn pages_query<'s>(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: Option<&RequestExtras<'_>>,
+        scratch: &'s mut PageScratch,
+    ) -> Result<PageHits<'s>> {
+        // n_tokens / block size always suffices (header); the block size is
+        // > 0 for every layout the library builds.
+        let cap = tokens.len() / layout.block_size as usize;
         let hits = scratch.hits_buffer(cap);
         let mut result = sys::sci_page_result {
             struct_size: struct_size::<sys::sci_page_result>(),
@@ -382,21 +427,36 @@ impl Index {
             prefix_hits: 0,
             fast_path: 0,
         };
+        let raw_extras = extras.map(raw_extras);
         // SAFETY: both handles are live; `tokens` is readable and `hits`
-        // writable for the lengths passed; `result` declares its size (C5).
-        // The index's interior updates (verified groups) are synchronized by
-        // the library (C1), so `&self` suffices.
+        // writable for the lengths passed; `result` and the extras declare
+        // their size (C5), the extras' strings borrow live slices (C3). The
+        // index's interior updates (verified groups) are synchronized by the
+        // library (C1), so `&self` suffices.
         check(unsafe {
-            sys::sci_index_check_pages(
-                self.raw.as_ptr(),
-                layout.raw.as_ptr(),
-                tokens.as_ptr(),
-                tokens.len(),
-                block_size,
-                hits.as_mut_ptr(),
-                hits.len(),
-                &mut result,
-            )
+            match &raw_extras {
+                None => sys::sci_index_check_pages(
+                    self.raw.as_ptr(),
+                    layout.raw.as_ptr(),
+                    tokens.as_ptr(),
+                    tokens.len(),
+                    block_size,
+                    hits.as_mut_ptr(),
+                    hits.len(),
+                    &mut result,
+                ),
+                Some(raw) => sys::sci_index_check_pages_with_extras(
+                    self.raw.as_ptr(),
+                    layout.raw.as_ptr(),
+                    tokens.as_ptr(),
+                    tokens.len(),
+                    block_size,
+                    raw,
+                    hits.as_mut_ptr(),
+                    hits.len(),
+                    &mut result,
+                ),
+            }
         })?;
         let summary = PageSummary {
             n_pages: result.n_pages,
@@ -411,23 +471,144 @@ impl Index {
     /// fully present under `layout`, stopping at the first page that is not.
     /// Pages after it are neither hashed nor looked up, so an unrelated
     /// prompt costs one page hash. Allocates nothing. A `block_size` other
-    /// than the layout's page size answers 0.
+    /// than the layout's [`block_size`](Layout::block_size) answers 0.
+    ///
+    /// On a vLLM layout this is Dynamo's answer, in blocks: the longest
+    /// prefix `L` tokens, a multiple of the layout's alignment (the lcm of
+    /// its block sizes), that never includes the request's last token and at
+    /// which every KV-cache group holds (full attention: every chunk ending
+    /// at or before `L`; sliding window: the last chunks the window needs;
+    /// Mamba: the chunk ending exactly at `L`).
     pub fn check_prefix(&self, layout: &Layout, tokens: &[u32], block_size: u32) -> Result<usize> {
+        self.prefix_query(layout, tokens, block_size, None)
+    }
+
+    /// [`check_prefix`](Index::check_prefix) for a request with vLLM extra
+    /// keys. On an SGLang layout a request with any extras answers 0.
+    pub fn check_prefix_with_extras(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: &RequestExtras<'_>,
+    ) -> Result<usize> {
+        self.prefix_query(layout, tokens, block_size, Some(extras))
+    }
+
+    fn prefix_query(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: Option<&RequestExtras<'_>>,
+    ) -> Result<usize> {
         let mut prefix_pages = 0usize;
+        let raw_extras = extras.map(raw_extras);
         // SAFETY: both handles are live; `tokens` is readable for its length
-        // and `prefix_pages` writable. Interior updates are synchronized by
-        // the library (C1), so `&self` suffices.
+        // and `prefix_pages` writable; the extras declare their size (C5) and
+        // borrow live slices (C3). Interior updates are synchronized by the
+        // library (C1), so `&self` suffices.
         check(unsafe {
-            sys::sci_index_check_prefix(
-                self.raw.as_ptr(),
-                layout.raw.as_ptr(),
-                tokens.as_ptr(),
-                tokens.len(),
-                block_size,
-                &mut prefix_pages,
-            )
+            match &raw_extras {
+                None => sys::sci_index_check_prefix(
+                    self.raw.as_ptr(),
+                    layout.raw.as_ptr(),
+                    tokens.as_ptr(),
+                    tokens.len(),
+                    block_size,
+                    &mut prefix_pages,
+                ),
+                Some(raw) => sys::sci_index_check_prefix_with_extras(
+                    self.raw.as_ptr(),
+                    layout.raw.as_ptr(),
+                    tokens.as_ptr(),
+                    tokens.len(),
+                    block_size,
+                    raw,
+                    &mut prefix_pages,
+                ),
+            }
         })?;
         Ok(prefix_pages)
+    }
+
+    /// Dynamo's answer ([`check_prefix`](Index::check_prefix)) for a vLLM
+    /// request given by the block hashes the caller already holds: one
+    /// 32-byte digest per whole hash block (`hash_block_size` tokens), in
+    /// order. `n_tokens` is the request's length (`None`: one more token than
+    /// the hashes cover, so every block is creditable). `Status::InvalidArgument`
+    /// for an SGLang layout or an `n_tokens` shorter than the hashes.
+    pub fn check_block_hashes(
+        &self,
+        layout: &Layout,
+        digests: &[[u8; 32]],
+        n_tokens: Option<usize>,
+        block_size: u32,
+    ) -> Result<usize> {
+        let hashes = sys::sci_block_hashes {
+            struct_size: struct_size::<sys::sci_block_hashes>(),
+            // [[u8; 32]] is n * 32 contiguous bytes.
+            digests: digests.as_ptr().cast::<u8>(),
+            event_hashes: ptr::null(),
+            n_hashes: digests.len(),
+            n_tokens: n_tokens.unwrap_or(0),
+        };
+        self.block_hashes_query(layout, &hashes, block_size)
+    }
+
+    /// [`check_block_hashes`](Index::check_block_hashes) by the engine's
+    /// 64-bit event hashes (the digests' low 64 bits, as vLLM's KV events
+    /// carry them), resolved through the digests of the keys the index
+    /// holds: an event hash no present key's digest has, or that two
+    /// digests share, is a missing block.
+    pub fn check_event_hashes(
+        &self,
+        layout: &Layout,
+        event_hashes: &[u64],
+        n_tokens: Option<usize>,
+        block_size: u32,
+    ) -> Result<usize> {
+        let hashes = sys::sci_block_hashes {
+            struct_size: struct_size::<sys::sci_block_hashes>(),
+            digests: ptr::null(),
+            event_hashes: event_hashes.as_ptr(),
+            n_hashes: event_hashes.len(),
+            n_tokens: n_tokens.unwrap_or(0),
+        };
+        self.block_hashes_query(layout, &hashes, block_size)
+    }
+
+    fn block_hashes_query(
+        &self,
+        layout: &Layout,
+        hashes: &sys::sci_block_hashes,
+        block_size: u32,
+    ) -> Result<usize> {
+        let mut prefix_blocks = 0usize;
+        // SAFETY: both handles are live; `hashes` declares its size (C5) and
+        // points at n_hashes digests (32 bytes each) or event hashes of a
+        // live slice, exactly one of the two set by the callers above (an
+        // empty slice's pointer is dangling, never read with n_hashes 0);
+        // `prefix_blocks` is writable. Read during the call only (C2).
+        check(unsafe {
+            sys::sci_index_check_block_hashes(
+                self.raw.as_ptr(),
+                layout.raw.as_ptr(),
+                hashes,
+                block_size,
+                &mut prefix_blocks,
+            )
+        })?;
+        Ok(prefix_blocks)
+    }
+}
+
+/// The C view of `extras`, borrowing its strings.
+fn raw_extras(extras: &RequestExtras<'_>) -> sys::sci_request_extras {
+    sys::sci_request_extras {
+        struct_size: struct_size::<sys::sci_request_extras>(),
+        lora_name: sci_opt_str(extras.lora_name),
+        cache_salt: sci_opt_str(extras.cache_salt),
     }
 }
 
@@ -448,11 +629,21 @@ impl std::fmt::Debug for Index {
 // ---------------------------------------------------------------------------
 // Layout
 
-/// A validated, immutable SGLang layout; owns one `sci_layout`. Share it
-/// freely (`&Layout` across threads, or in an `Arc`).
+/// Which engine's naming a [`Layout`] follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayoutFamily {
+    /// SGLang HiCache pages (`docs/sglang-hicache.md`).
+    SGLang,
+    /// vLLM MooncakeStoreConnector chunks (`docs/vllm-family.md`).
+    Vllm,
+}
+
+/// A validated, immutable layout, SGLang's or vLLM's; owns one
+/// `sci_layout`. Share it freely (`&Layout` across threads, or in an `Arc`).
 pub struct Layout {
     raw: NonNull<sys::sci_layout>,
-    page_size: u32,
+    block_size: u32,
+    family: LayoutFamily,
 }
 
 // SAFETY: C1 — the layout is immutable after sci_layout_new and may be used by
@@ -510,27 +701,65 @@ impl Layout {
         let mut out = ptr::null_mut();
         // SAFETY: every pointer in raw_spec is valid for the call (see above).
         check(unsafe { sys::sci_layout_new(&raw_spec, &mut out) })?;
-        NonNull::new(out)
-            .map(|raw| Layout {
-                raw,
-                page_size: spec.page_size,
-            })
-            .ok_or_else(|| {
-                Error::new(
-                    Status::Internal,
-                    "sci_layout_new: returned SCI_OK and a NULL layout",
-                )
-            })
+        Layout::from_raw(out, "sci_layout_new")
     }
 
-    /// Reads the JSON runtime config SGLang workers publish
-    /// ([`LayoutBuilder::from_json`]) and builds the layout.
+    /// Builds a layout from the runtime config a worker publishes, in the
+    /// library (`sci_layout_new_json`): vLLM's MooncakeStoreConnector
+    /// descriptor (bare or wrapped as `{"vllm_mooncake_store": {...}}`) makes
+    /// a [`LayoutFamily::Vllm`] layout; SGLang's runtime config (the fields
+    /// [`LayoutBuilder::from_json`] reads, with the same checks) an SGLang
+    /// one. Unknown fields are ignored. `Status::InvalidArgument`, with the
+    /// library's message naming the field by its JSON path, for text that is
+    /// not a JSON object, a missing or mistyped field, or a value the
+    /// library cannot honour.
     pub fn from_json(json: &str) -> Result<Layout> {
-        LayoutBuilder::from_json(json)?.build()
+        let mut out = ptr::null_mut();
+        // SAFETY: the string borrows `json` for the call (C2, C3); `out` is writable.
+        check(unsafe { sys::sci_layout_new_json(sci_str(json.as_bytes()), &mut out) })?;
+        Layout::from_raw(out, "sci_layout_new_json")
     }
 
+    /// Takes ownership of a layout the library just built.
+    fn from_raw(out: *mut sys::sci_layout, function: &str) -> Result<Layout> {
+        let raw = NonNull::new(out).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                format!("{}: returned SCI_OK and a NULL layout", function),
+            )
+        })?;
+        // SAFETY: a live layout handle; both calls only read it (C1).
+        let (family, block_size) = unsafe {
+            (
+                sys::sci_layout_get_family(raw.as_ptr()),
+                sys::sci_layout_block_size(raw.as_ptr()),
+            )
+        };
+        Ok(Layout {
+            raw,
+            block_size,
+            family: if family == sys::SCI_LAYOUT_VLLM {
+                LayoutFamily::Vllm
+            } else {
+                LayoutFamily::SGLang
+            },
+        })
+    }
+
+    pub fn family(&self) -> LayoutFamily {
+        self.family
+    }
+
+    /// The block size a router must query the layout with: SGLang's
+    /// `page_size`, vLLM's `main_event_block_size`.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    /// [`block_size`](Layout::block_size), by its SGLang name (for a vLLM
+    /// layout, a "page" is a router block).
     pub fn page_size(&self) -> u32 {
-        self.page_size
+        self.block_size
     }
 
     /// The raw handle (still owned by `self`).
@@ -550,7 +779,8 @@ impl std::fmt::Debug for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Layout")
             .field("raw", &self.raw)
-            .field("page_size", &self.page_size)
+            .field("family", &self.family)
+            .field("block_size", &self.block_size)
             .finish()
     }
 }

@@ -147,12 +147,28 @@ impl LayoutBuilder {
     /// "all_pages" | "trailing_pages", trailing_pages: n}]`. `null` means
     /// unset; fields it does not know are ignored (the workers publish more).
     /// A field of the wrong type is an error naming it.
+    ///
+    /// It reads exactly what the library's own reader
+    /// (`src/sglang/runtime_config.cpp`, behind [`Layout::from_json`]) reads,
+    /// with the same checks in the same order; only the quoting of values in
+    /// messages differs. A vLLM descriptor, which [`Layout::from_json`]
+    /// recognises as the library does (`vllm_mooncake_store` at the top, or
+    /// `schema_version` and `groups`), is refused here: it has no builder.
     pub fn from_json(json: &str) -> Result<LayoutBuilder> {
         let value: Value =
             serde_json::from_str(json).map_err(|e| invalid(format!("not valid JSON: {}", e)))?;
         let config = value
             .as_object()
             .ok_or_else(|| invalid("expected a JSON object".to_string()))?;
+        if config.contains_key("vllm_mooncake_store")
+            || (config.contains_key("schema_version") && config.contains_key("groups"))
+        {
+            return Err(invalid(
+                "a vLLM MooncakeStoreConnector descriptor, not an SGLang runtime config: \
+                 build it with Layout::from_json"
+                    .to_string(),
+            ));
+        }
         let page_size = opt_u32(config, "page_size", "page_size")?
             .ok_or_else(|| invalid("page_size is missing".to_string()))?;
         let mut builder = LayoutBuilder::new(page_size);

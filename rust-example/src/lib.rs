@@ -6,7 +6,8 @@
 //! [`Index`] fed by a [`Subscriber`] that follows the Mooncake master's event
 //! stream, and asks [`Index::check_pages`] (or, one layout per model,
 //! [`SharedCacheIndex::check_blocks`]) which pages of a request are fully
-//! present under the SGLang [`Layout`] of the model.
+//! present under the [`Layout`] of the model: SGLang HiCache pages, or vLLM
+//! MooncakeStoreConnector chunks (below).
 //!
 //! # Example
 //!
@@ -58,6 +59,58 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # vLLM (MooncakeStoreConnector)
+//!
+//! [`Layout::from_json`] also reads the descriptor vLLM workers publish
+//! (Dynamo's `vllm_mooncake_store` runtime config). A chunk of a vLLM
+//! prompt is one object per key prefix, named by vLLM's block-hash chain of
+//! the tokens; the router's answer is Dynamo's: the single range `0..L` of
+//! blocks of the longest prefix in the pool, never crediting the last token
+//! ([`SharedCacheIndex::check_blocks`]). Here, Qwen3-8B at TP 2 stores the
+//! first two chunks of tokens 0..32 (`docs/vllm-family.md`, example 1):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shared_cache_index::{Event, Index, Layout, LayoutFamily, RequestExtras, SharedCacheIndex};
+//!
+//! # fn main() -> Result<(), shared_cache_index::Error> {
+//! let descriptor = r#"{"schema_version": 1, "hash": {"algorithm": "sha256", "seed_policy": "pythonhashseed-0"},
+//!   "main_event_block_size": 16,
+//!   "groups": [{"kind": "full_attention", "block_size": 16, "hash_block_size": 16,
+//!               "key_prefixes": ["prod@Qwen3-8B@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0",
+//!                                "prod@Qwen3-8B@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0"]}]}"#;
+//! let layout = Layout::from_json(descriptor)?;
+//! assert_eq!((layout.family(), layout.block_size()), (LayoutFamily::Vllm, 16));
+//!
+//! // H_0 and H_1 of tokens 0..31 (sha256, PYTHONHASHSEED 0), each stored by both TP ranks.
+//! let chain = ["6358e31578a64b75ebe28cdb99d3beae65de82a2087321dc6ec84ae048faaaa6",
+//!              "3c3c50f324aefbdfbb124dfdc541efac3e94e59c40f4be08afe70601eeca92c8"];
+//! let keys: Vec<String> = chain.iter()
+//!     .flat_map(|hash| (0..2).map(move |rank| {
+//!         format!("prod@Qwen3-8B@tp_rank:{rank}@pcp0@dcp0@pp_rank:0@group:0@{hash}")
+//!     }))
+//!     .collect();
+//! let index = Arc::new(Index::new()?);
+//! index.apply_events(1, &keys.iter().map(|k| Event::stored(k)).collect::<Vec<_>>())?;
+//!
+//! let mut cache = SharedCacheIndex::new(index);
+//! cache.register_layout(Some("Qwen3-8B"), layout);
+//! let tokens: Vec<u32> = (0..33).collect(); // two blocks and the token the engine computes
+//! let blocks = cache.check_blocks(&tokens, 16, Some("Qwen3-8B"))?;
+//! assert_eq!((blocks.ranges, blocks.total_hits), (vec![0..2], 2));
+//! // The same tokens under a LoRA adapter hash to other chunks.
+//! let extras = RequestExtras::none().lora("sql-adapter");
+//! assert_eq!(cache.check_blocks_with_extras(&tokens, 16, &extras, Some("Qwen3-8B"))?.total_hits, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Index::check_block_hashes`] and [`Index::check_event_hashes`] answer
+//! for a router that already holds the request's block hashes (the 32-byte
+//! digests, or the 64-bit hashes of vLLM's KV events).
+//!
+//! # A live router
 //!
 //! In a router, a [`Subscriber`] feeds the index from the Mooncake master:
 //!
@@ -111,13 +164,16 @@ mod error;
 mod layout_builder;
 mod options;
 mod pages;
+mod request_extras;
 mod shared_cache;
 
 pub use error::{Error, Result, Status};
 pub use handles::{
-    abi_version, set_log_handler, version, Event, EventKind, Index, Layout, Subscriber, ABI_VERSION,
+    abi_version, set_log_handler, version, Event, EventKind, Index, Layout, LayoutFamily, Subscriber,
+    ABI_VERSION,
 };
 pub use layout_builder::{HitPolicy, LayoutBuilder, Pool};
 pub use options::{IndexOptions, LogLevel, Residency, Stats, SubscriberOptions};
 pub use pages::{PageHits, PageScratch, PageSummary};
+pub use request_extras::RequestExtras;
 pub use shared_cache::{SharedCacheHits, SharedCacheIndex};

@@ -3,18 +3,19 @@
 //! request are in the shared pool.
 //!
 //! One [`SharedCacheIndex`] per router: the [`Index`] the subscriber feeds,
-//! and the SGLang [`Layout`] of every model it routes, each registered under
-//! its cache namespace (one layout per model; `None` registers the default).
-//! [`SharedCacheIndex::check_blocks`] answers with the sorted, half-open
-//! ranges of hit blocks and their count, every block reported (a hit after a
-//! missing block is real: the router scores it).
+//! and the [`Layout`] of every model it routes (SGLang's or vLLM's), each
+//! registered under its cache namespace (one layout per model; `None`
+//! registers the default). [`SharedCacheIndex::check_blocks`] answers with
+//! the sorted, half-open ranges of hit blocks and their count: for SGLang
+//! every block reported (a hit after a missing block is real: the router
+//! scores it); for vLLM Dynamo's single range `0..L`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::{Error, Index, Layout, PageScratch, Result, Status};
+use crate::{Error, Index, Layout, LayoutFamily, PageScratch, RequestExtras, Result, Status};
 
 /// Which blocks of a request are fully present in the shared pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,7 +52,9 @@ impl SharedCacheIndex {
 
     /// Registers the layout of the model behind `cache_namespace` (`None`:
     /// the default, used by queries without a namespace), replacing any
-    /// layout registered under it before.
+    /// layout registered under it before. Either family: a vLLM layout
+    /// (from [`Layout::from_json`] on the descriptor its workers publish)
+    /// answers with Dynamo's rules.
     pub fn register_layout(&mut self, cache_namespace: Option<&str>, layout: Layout) {
         match cache_namespace {
             None => self.default_layout = Some(layout),
@@ -68,20 +71,74 @@ impl SharedCacheIndex {
 
     /// Which blocks of `tokens` (blocks of `block_size` tokens) are fully
     /// present under the layout of `cache_namespace` (`None`: the default).
-    /// A block size other than the layout's page size answers no hit (the
-    /// blocks do not line up with SGLang's pages). A namespace with no
-    /// registered layout is an error (`Status::InvalidArgument`, naming it):
-    /// a misconfiguration, not a miss to be silently scored.
+    /// A block size other than the layout's [`block_size`](Layout::block_size)
+    /// answers no hit (the blocks do not line up with the engine's). A
+    /// namespace with no registered layout is an error
+    /// (`Status::InvalidArgument`, naming it): a misconfiguration, not a miss
+    /// to be silently scored.
+    ///
+    /// On an SGLang layout every hit page is reported, as ranges. On a vLLM
+    /// layout the answer is Dynamo's (`SharedCacheHits` of its
+    /// `vllm_mooncake_store` check): the single range `0..L`, `L` being
+    /// [`Index::check_prefix`]'s count of blocks (the longest prefix every
+    /// KV-cache group holds, a multiple of the layout's alignment, never
+    /// crediting the last token), and no range when `L` is 0. Blocks present
+    /// after a missing one are not reported: vLLM loads only a prefix.
     pub fn check_blocks(
         &self,
         tokens: &[u32],
         block_size: u32,
         cache_namespace: Option<&str>,
     ) -> Result<SharedCacheHits> {
+        self.blocks(tokens, block_size, cache_namespace, None)
+    }
+
+    /// [`check_blocks`](SharedCacheIndex::check_blocks) for a request with
+    /// vLLM extra keys (LoRA name, cache salt). On an SGLang layout a
+    /// request with any extras hits nothing.
+    pub fn check_blocks_with_extras(
+        &self,
+        tokens: &[u32],
+        block_size: u32,
+        extras: &RequestExtras<'_>,
+        cache_namespace: Option<&str>,
+    ) -> Result<SharedCacheHits> {
+        self.blocks(tokens, block_size, cache_namespace, Some(extras))
+    }
+
+    fn blocks(
+        &self,
+        tokens: &[u32],
+        block_size: u32,
+        cache_namespace: Option<&str>,
+        extras: Option<&RequestExtras<'_>>,
+    ) -> Result<SharedCacheHits> {
         let layout = self.layout(cache_namespace)?;
+        if layout.family() == LayoutFamily::Vllm {
+            let blocks = match extras {
+                None => self.index.check_prefix(layout, tokens, block_size)?,
+                Some(extras) => {
+                    self.index
+                        .check_prefix_with_extras(layout, tokens, block_size, extras)?
+                }
+            } as u32;
+            return Ok(SharedCacheHits {
+                ranges: if blocks == 0 { Vec::new() } else { vec![0..blocks] },
+                total_hits: blocks,
+            });
+        }
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let hits = self.index.check_pages(layout, tokens, block_size, &mut scratch)?;
+            let hits = match extras {
+                None => self.index.check_pages(layout, tokens, block_size, &mut scratch)?,
+                Some(extras) => self.index.check_pages_with_extras(
+                    layout,
+                    tokens,
+                    block_size,
+                    extras,
+                    &mut scratch,
+                )?,
+            };
             // Block counts fit in u32: a request of 2^32 blocks is not a prompt.
             let ranges: Vec<Range<u32>> = hits
                 .ranges()
@@ -96,7 +153,8 @@ impl SharedCacheIndex {
     }
 
     /// How many leading blocks of `tokens` are fully present (the only ones
-    /// SGLang loads): stops hashing at the first missing block.
+    /// SGLang loads): stops hashing at the first missing block. On a vLLM
+    /// layout, Dynamo's answer (the `L` of [`check_blocks`](SharedCacheIndex::check_blocks)).
     pub fn check_prefix_blocks(
         &self,
         tokens: &[u32],

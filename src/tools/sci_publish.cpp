@@ -35,6 +35,8 @@
 #include "sglang/runtime_config.h"
 #include "publish_script.h"
 #include "sglang_workload.h"
+#include "vllm/layout_spec.h"
+#include "vllm_workload.h"
 #include "stop_signal.h"
 
 namespace sci::tools {
@@ -45,7 +47,8 @@ constexpr FlagSpec kFlags[] = {
     {"bind", "", "bind the endpoint (the default; subscribers connect, as to a Mooncake master)"},
     {"connect", "", "connect to the endpoint instead (a subscriber that binds)"},
     {"script", "FILE", "publish the events of FILE (- = stdin); syntax in \"Script\" above"},
-    {"sglang-workload", "", "publish the objects of SGLang pages (the layout: and workload: flags below)"},
+    {"sglang-workload", "", "publish the objects of SGLang pages (the layout: and workload: flags below), or of vLLM "
+                            "chunks when --layout-json is a vLLM descriptor"},
     {"repeat", "N", "publish the script or workload N times, sequences continuing (default 1)"},
     {"rate", "EV/S", "events per second (default 0: as fast as possible)"},
     {"batch-size", "N", "most events per message, 1..64 (default 64, as the master)"},
@@ -69,7 +72,8 @@ constexpr FlagSpec kFlags[] = {
     {"key-prefix", "P", "layout: key_prefix (used with pools)"},
     {"tenant", "T", "layout: tenant the pages are stored under (default \"default\")"},
     {"pool", "SUFFIXES", "layout: an advertised pool, suffixes comma-separated, optionally @trailing=N (repeatable)"},
-    {"layout-json", "FILE", "layout from JSON (docs/sglang-hicache.md field names); the flags above override it"},
+    {"layout-json", "FILE", "layout from JSON (docs/sglang-hicache.md field names; the flags above override it), or "
+                        "a vLLM MooncakeStoreConnector descriptor (docs/vllm-family.md; no layout flags then)"},
     {"prompts", "N", "workload: prompts (default 1)"},
     {"pages", "P", "workload: whole pages per prompt (default 16)"},
     {"shared-prefix-pages", "S", "workload: leading pages every prompt shares (default 0)"},
@@ -116,6 +120,18 @@ SGLang workload (--sglang-workload): a layout (--page-size, --tp, ... or
 SGLang HiCache workers would. Token j of prompt p is
 SplitMix64(seed*0x9E3779B97F4A7C15 + stream*0xBF58476D1CE4E5B9 + j) % vocab,
 stream 0 on the shared prefix and p+1 elsewhere (--prompts-out writes them).
+
+vLLM workload (--sglang-workload with a vLLM descriptor in --layout-json,
+docs/vllm-family.md): the same token ids, --pages counting router blocks
+(main_event_block_size tokens), plus one token per prompt (a vLLM router
+never credits the last token, so a stored prompt answers all its blocks).
+It stores every distinct chunk of every KV-cache group (a chunk ends at a
+multiple of its group's block_size and is keyed by the vLLM block hash
+that ends it, with the descriptor's seed and algorithm) as one object per
+key prefix, "<prefix>@<hash>": in the first generation with the
+connector's group id vllm-mooncake-store:<prefix up to @tp_rank:>@<hash>,
+in the second with the KV-group index ("0", "1", ...), as that master
+overwrites it, and with the chunk life below.
 
 Generations (docs/wire-formats.md, section 5). --generation 1 (the
 default) is Mooncake's main-branch master: the workload stores each object
@@ -206,9 +222,11 @@ bool SleepUnlessStopped(uint64_t ms) {
   }
 }
 
-// An SGLang workload: a layout and the prompts whose pages are stored.
+// A workload: a layout and the prompts whose pages (SGLang) or chunks
+// (vLLM, when --layout-json holds a descriptor) are stored.
 struct Workload {
-  std::unique_ptr<const Layout> layout;
+  std::unique_ptr<const Layout> layout;  // SGLang; null for vLLM
+  VllmLayout vllm;                       // vLLM: vllm.layout set
   std::string tenant;
   std::vector<std::vector<uint32_t>> prompts;
   Generation generation = Generation::kFirst;
@@ -231,6 +249,16 @@ bool LoadGeneration(const CommandLine& flags, Generation* generation, std::strin
   return true;
 }
 
+// Every event of the workload, of whichever family its layout is.
+void ForEachWorkloadEvent(const Workload& workload, const std::function<void(const ScriptEvent&)>& emit) {
+  if (workload.vllm.layout != nullptr) {
+    ForEachVllmWorkloadEvent(workload.vllm, workload.prompts, workload.generation, workload.end_with_cleared, emit);
+    return;
+  }
+  ForEachWorkloadEvent(*workload.layout, workload.tenant, workload.prompts, workload.generation,
+                       workload.end_with_cleared, emit);
+}
+
 // Objects to publish or to hold as restored: a script, or the workload.
 struct Source {
   std::vector<ScriptCommand> script;
@@ -242,8 +270,7 @@ struct Source {
 void ForEachEvent(const Source& source, const Workload& workload,
                   const std::function<void(const ScriptEvent&)>& emit) {
   if (source.workload) {
-    ForEachWorkloadEvent(*workload.layout, workload.tenant, workload.prompts, workload.generation,
-                         workload.end_with_cleared, emit);
+    ForEachWorkloadEvent(workload, emit);
     return;
   }
   for (const ScriptCommand& command : source.script) {
@@ -264,6 +291,59 @@ bool LoadScript(const std::string& path, std::vector<ScriptCommand>* script, std
   return true;
 }
 
+// The prompts (--prompts, --pages, ...) for the workload's layout, and
+// --prompts-out.
+bool LoadPrompts(const CommandLine& flags, Workload* workload, std::string* error, int* exit_code) {
+  WorkloadSpec prompts;
+  uint64_t count = 0, pages = 0, shared = 0, vocab = 0;
+  if (!flags.GetUint("prompts", 1, 1 << 24, &count, error) ||
+      !flags.GetUint("pages", 16, 1 << 24, &pages, error) ||
+      !flags.GetUint("shared-prefix-pages", 0, pages, &shared, error) ||
+      !flags.GetUint("seed", 1, UINT64_MAX, &prompts.seed, error) ||
+      !flags.GetUint("vocab", 32000, UINT32_MAX, &vocab, error)) {
+    return false;
+  }
+  prompts.prompts = static_cast<uint32_t>(count);
+  prompts.pages = static_cast<uint32_t>(pages);
+  prompts.shared_prefix_pages = static_cast<uint32_t>(shared);
+  prompts.vocab = static_cast<uint32_t>(vocab);
+  workload->prompts = workload->vllm.layout != nullptr
+                          ? MakeVllmPrompts(prompts, workload->vllm.layout->router_block_size())
+                          : MakePrompts(prompts, workload->layout->page_size(), workload->layout->is_eagle());
+  if (flags.Has("prompts-out")) {
+    std::ofstream out(flags.Get("prompts-out"), std::ios::binary | std::ios::trunc);
+    for (size_t p = 0; p < workload->prompts.size() && out; ++p) {
+      out << JsonLine(Json{{"prompt", p}, {"tokens", workload->prompts[p]}}) << "\n";
+    }
+    if (!out) {
+      *error = absl::StrFormat("cannot write \"%s\"", flags.Get("prompts-out"));
+      *exit_code = 1;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The SGLang layout flags, which a vLLM descriptor does not take.
+constexpr std::string_view kSGLangLayoutFlags[] = {"page-size", "tp",  "pp",         "tp-lcm", "mla", "eagle",
+                                                   "split-heads", "tag", "key-prefix", "tenant", "pool"};
+
+bool LoadVllmWorkload(const CommandLine& flags, const std::string& text, Workload* workload, std::string* error) {
+  for (std::string_view name : kSGLangLayoutFlags) {
+    if (flags.Has(name)) {
+      *error = absl::StrFormat("--%s is an SGLang layout flag; --layout-json %s is a vLLM descriptor, which "
+                               "names the whole layout",
+                               name, flags.Get("layout-json"));
+      return false;
+    }
+  }
+  if (!LoadVllmLayout(text, &workload->vllm, error)) {
+    *error = absl::StrFormat("--layout-json %s: vLLM descriptor: %s", flags.Get("layout-json"), *error);
+    return false;
+  }
+  return true;
+}
+
 bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* error, int* exit_code) {
   LayoutSpec spec;
   if (flags.Has("layout-json")) {
@@ -271,6 +351,9 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
     if (!ReadAll(flags.Get("layout-json"), &text, error)) {
       *exit_code = 1;
       return false;
+    }
+    if (vllm::LooksLikeDescriptor(text)) {
+      return LoadVllmWorkload(flags, text, workload, error) && LoadPrompts(flags, workload, error, exit_code);
     }
     // The flags go in first as well, so that --page-size stands in for a
     // page_size the JSON leaves out; applied again below, they override it.
@@ -294,32 +377,7 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
     return false;
   }
   workload->tenant = spec.tenant_id;
-  WorkloadSpec prompts;
-  uint64_t count = 0, pages = 0, shared = 0, vocab = 0;
-  if (!flags.GetUint("prompts", 1, 1 << 24, &count, error) ||
-      !flags.GetUint("pages", 16, 1 << 24, &pages, error) ||
-      !flags.GetUint("shared-prefix-pages", 0, pages, &shared, error) ||
-      !flags.GetUint("seed", 1, UINT64_MAX, &prompts.seed, error) ||
-      !flags.GetUint("vocab", 32000, UINT32_MAX, &vocab, error)) {
-    return false;
-  }
-  prompts.prompts = static_cast<uint32_t>(count);
-  prompts.pages = static_cast<uint32_t>(pages);
-  prompts.shared_prefix_pages = static_cast<uint32_t>(shared);
-  prompts.vocab = static_cast<uint32_t>(vocab);
-  workload->prompts = MakePrompts(prompts, workload->layout->page_size(), workload->layout->is_eagle());
-  if (flags.Has("prompts-out")) {
-    std::ofstream out(flags.Get("prompts-out"), std::ios::binary | std::ios::trunc);
-    for (size_t p = 0; p < workload->prompts.size() && out; ++p) {
-      out << JsonLine(Json{{"prompt", p}, {"tokens", workload->prompts[p]}}) << "\n";
-    }
-    if (!out) {
-      *error = absl::StrFormat("cannot write \"%s\"", flags.Get("prompts-out"));
-      *exit_code = 1;
-      return false;
-    }
-  }
-  return true;
+  return LoadPrompts(flags, workload, error, exit_code);
 }
 
 // What to publish (--script, --sglang-workload or nothing with
@@ -513,11 +571,10 @@ bool PublishOnce(const Source& source, const Workload& workload, BatchPublisher&
   };
   if (source.workload) {
     bool interrupted = false;
-    ForEachWorkloadEvent(*workload.layout, workload.tenant, workload.prompts, workload.generation,
-                         workload.end_with_cleared, [&](const ScriptEvent& event) {
-                           if (interrupted || (interrupted = stopped())) return;
-                           add(event);
-                         });
+    ForEachWorkloadEvent(workload, [&](const ScriptEvent& event) {
+      if (interrupted || (interrupted = stopped())) return;
+      add(event);
+    });
     return !interrupted;
   }
   for (const ScriptCommand& command : source.script) {

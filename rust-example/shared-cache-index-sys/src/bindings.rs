@@ -16,6 +16,8 @@ pub const SCI_EVENT_ALL_CLEARED: i32 = 3;
 pub const SCI_EVENT_TENANT_CLEARED: i32 = 4;
 pub const SCI_HIT_ALL_PAGES: i32 = 0;
 pub const SCI_HIT_TRAILING_PAGES: i32 = 1;
+pub const SCI_LAYOUT_SGLANG: i32 = 0;
+pub const SCI_LAYOUT_VLLM: i32 = 1;
 pub const SCI_LOG_DEBUG: i32 = 0;
 pub const SCI_LOG_INFO: i32 = 1;
 pub const SCI_LOG_WARN: i32 = 2;
@@ -846,6 +848,227 @@ extern "C" {
         hits: *mut u8,
         hits_cap: usize,
         result: *mut sci_page_result,
+    ) -> sci_status;
+}
+extern "C" {
+    pub fn sci_layout_new_json(json: sci_str, out: *mut *mut sci_layout) -> sci_status;
+}
+pub type sci_layout_family = i32;
+extern "C" {
+    pub fn sci_layout_get_family(layout: *const sci_layout) -> sci_layout_family;
+}
+extern "C" {
+    pub fn sci_layout_block_size(layout: *const sci_layout) -> u32;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sci_request_extras {
+    pub struct_size: u32,
+    pub lora_name: sci_str,
+    pub cache_salt: sci_str,
+}
+#[test]
+fn bindgen_test_layout_sci_request_extras() {
+    assert_eq!(
+        ::std::mem::size_of::<sci_request_extras>(),
+        40usize,
+        concat!("Size of: ", stringify!(sci_request_extras))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<sci_request_extras>(),
+        8usize,
+        concat!("Alignment of ", stringify!(sci_request_extras))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_request_extras>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_request_extras),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_lora_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_request_extras>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lora_name) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_request_extras),
+                "::",
+                stringify!(lora_name)
+            )
+        );
+    }
+    test_field_lora_name();
+    fn test_field_cache_salt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_request_extras>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_salt) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_request_extras),
+                "::",
+                stringify!(cache_salt)
+            )
+        );
+    }
+    test_field_cache_salt();
+}
+extern "C" {
+    pub fn sci_index_check_pages_with_extras(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        extras: *const sci_request_extras,
+        hits: *mut u8,
+        hits_cap: usize,
+        result: *mut sci_page_result,
+    ) -> sci_status;
+}
+extern "C" {
+    pub fn sci_index_check_prefix_with_extras(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        extras: *const sci_request_extras,
+        prefix_pages: *mut usize,
+    ) -> sci_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sci_block_hashes {
+    pub struct_size: u32,
+    pub digests: *const u8,
+    pub event_hashes: *const u64,
+    pub n_hashes: usize,
+    pub n_tokens: usize,
+}
+#[test]
+fn bindgen_test_layout_sci_block_hashes() {
+    assert_eq!(
+        ::std::mem::size_of::<sci_block_hashes>(),
+        40usize,
+        concat!("Size of: ", stringify!(sci_block_hashes))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<sci_block_hashes>(),
+        8usize,
+        concat!("Alignment of ", stringify!(sci_block_hashes))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_block_hashes>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_block_hashes),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_digests() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_block_hashes>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).digests) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_block_hashes),
+                "::",
+                stringify!(digests)
+            )
+        );
+    }
+    test_field_digests();
+    fn test_field_event_hashes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_block_hashes>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_hashes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_block_hashes),
+                "::",
+                stringify!(event_hashes)
+            )
+        );
+    }
+    test_field_event_hashes();
+    fn test_field_n_hashes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_block_hashes>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_hashes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_block_hashes),
+                "::",
+                stringify!(n_hashes)
+            )
+        );
+    }
+    test_field_n_hashes();
+    fn test_field_n_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_block_hashes>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_tokens) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_block_hashes),
+                "::",
+                stringify!(n_tokens)
+            )
+        );
+    }
+    test_field_n_tokens();
+}
+extern "C" {
+    pub fn sci_index_check_block_hashes(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        hashes: *const sci_block_hashes,
+        block_size: u32,
+        prefix_blocks: *mut usize,
     ) -> sci_status;
 }
 #[repr(C)]
