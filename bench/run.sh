@@ -27,7 +27,7 @@ out="$root/bench/results"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j2 --target query_bench latency_bench latency_bench_absl_mutex apply_bench memory_bench \
-  live_ingest_bench resync_bench
+  live_ingest_bench resync_bench vllm_query_bench
 mkdir -p "$out"
 
 filter=()
@@ -52,6 +52,8 @@ run() {
 }
 run query_bench "${repeat[@]}" "${filter[@]}"
 run apply_bench "${repeat[@]}"
+# vLLM chunk queries (no 512 MiB sweeps: run those by hand).
+run vllm_query_bench "${repeat[@]}" --benchmark_filter=-dram512m
 run latency_bench "${filter[@]}"
 # The same with the table lock an absl::Mutex: why the index has its own lock.
 run latency_bench_absl_mutex "${filter[@]}"

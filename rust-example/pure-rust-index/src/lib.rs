@@ -13,6 +13,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 use dashmap::{DashMap, DashSet};
+
+pub mod vllm_dynamo;
 use sha2::{Digest, Sha256};
 
 /// Which pages of a request a pool covers.
