@@ -20,6 +20,10 @@ namespace {
 // misses overlap each other instead of queueing.
 constexpr size_t kChunksPerRound = 16;
 
+// Chunks the prefix walk keeps fingerprinted and prefetched ahead of their
+// check when the caller gave the hashes (FullAttentionRun).
+constexpr size_t kWalkDepth = 8;
+
 // A chunk's state in a query's memory of what it looked up.
 enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
 
@@ -33,6 +37,7 @@ struct Scratch {
   std::vector<Presence> presence;        // per (group, chunk), groups one after the other
   std::vector<size_t> presence_at;       // group -> its first entry in presence
   std::vector<size_t> next_chunk;        // per group: the prefix walk's next chunk
+  std::vector<Fingerprint> walk_keys;    // the prefix walk's chunks ahead
 
   static Scratch& ForThisThread() {
     thread_local Scratch scratch;
@@ -73,6 +78,8 @@ class Chain {
   }
   const char* Hex(size_t block) const { return scratch_.hex.data() + block * kPageHashHexLength; }
   size_t blocks_computed() const { return computed_; }
+  // Whether the digests are hashed here from tokens (not given).
+  bool hashes_tokens() const { return !source_.by_digests && !source_.by_event_hashes; }
 
  private:
   // The memo's domain for this request: the layout's (algorithm, seed) and
@@ -167,6 +174,8 @@ class Query {
               Presence::kUnknown);
     const size_t max_keys = std::max<size_t>(kChunksPerRound * 16, MaxPrefixesPerGroup());
     if (scratch_.keys.size() < 2 * max_keys) scratch_.keys.resize(2 * max_keys);
+    const size_t walk_keys = (kWalkDepth + 1) * std::max<size_t>(1, MaxPrefixesPerGroup());
+    if (scratch_.walk_keys.size() < walk_keys) scratch_.walk_keys.resize(walk_keys);
   }
 
   // Per-block hits (CheckBlocks).
@@ -325,13 +334,24 @@ class Query {
   }
 
   // The longest prefix (tokens, at most `credited`) whose full-attention
-  // chunks are all present: chunk ends are walked in order across groups,
-  // hashing no further than the first miss.
+  // chunks are all present: chunk ends are walked in order across groups.
+  // The first chunk is looked up alone (a prompt nobody stored costs one
+  // block hash and one lookup); after it, each chunk's keys are prefetched
+  // a step ahead -- a chunk's keys travel while the next chunk is hashed --
+  // and checked in the hold that prefetches the next. With tokens the walk
+  // looks one chunk ahead (a miss wastes one block hash at most); with the
+  // hashes given, a few (fingerprinting is all it can waste).
   size_t FullAttentionRun(size_t credited) {
     std::vector<size_t>& next = scratch_.next_chunk;
     next.assign(layout_.groups().size(), 0);
+    const size_t depth = chain_.hashes_tokens() ? 1 : kWalkDepth;
+    Pending ring[kWalkDepth + 1];
+    const size_t stride = std::max<size_t>(1, MaxPrefixesPerGroup());
+    for (size_t i = 0; i <= depth; ++i) ring[i].keys = scratch_.walk_keys.data() + i * stride;
+    size_t head = 0, count = 0;
+    bool first = true;
     for (;;) {
-      size_t best = SIZE_MAX, best_end = SIZE_MAX;
+      size_t best = 0, best_end = SIZE_MAX;
       for (size_t g = 0; g < layout_.groups().size(); ++g) {
         const Layout::Group& group = layout_.groups()[g];
         if (group.kind != GroupKind::kFullAttention) continue;
@@ -339,10 +359,45 @@ class Query {
         if (end < best_end) best_end = end, best = g;
       }
       // No prefix of up to `credited` tokens needs a chunk ending after it.
-      if (best_end > credited) return credited;
-      // Missing: every prefix shorter than its end holds, none longer.
-      if (next[best] >= ChunksInside(best) || !ChunkPresent(best, next[best])) return best_end - 1;
-      ++next[best];
+      const bool more = best_end <= credited;
+      if (more && first) {
+        first = false;
+        // Missing: every prefix shorter than its end holds, none longer.
+        if (next[best] >= ChunksInside(best) || !ChunkPresent(best, next[best])) return best_end - 1;
+        ++next[best];
+        continue;
+      }
+      Pending* added = nullptr;
+      if (more) {
+        added = &ring[(head + count) % (depth + 1)];
+        added->group = best;
+        added->chunk = next[best]++;
+        added->end = best_end;
+        added->known = added->chunk < ChunksInside(best) && FingerprintChunk(best, added->chunk, added->keys);
+        ++count;
+      }
+      if (count == 0) return credited;
+      Pending* oldest = !more || count > depth ? &ring[head] : nullptr;
+      if (oldest != nullptr && oldest->known && hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) {
+        hooks_->before_chunk_keys(hooks_->user, oldest->group, oldest->chunk);
+      }
+      bool present = false;
+      {
+        Index::Reader reader(index_);
+        if (added != nullptr && added->known) {
+          for (uint32_t p = 0; p < layout_.groups()[added->group].n_prefixes; ++p) reader.PrefetchKey(added->keys[p]);
+        }
+        if (oldest != nullptr && oldest->known) {
+          present = reader.ContainsAll(
+              std::span<const Fingerprint>(oldest->keys, layout_.groups()[oldest->group].n_prefixes));
+        }
+      }
+      if (oldest == nullptr) continue;
+      ++chunks_looked_up_;
+      PresenceOf(oldest->group, oldest->chunk) = present ? Presence::kPresent : Presence::kAbsent;
+      if (!present) return oldest->end - 1;
+      head = (head + 1) % (depth + 1);
+      --count;
     }
   }
 
@@ -361,6 +416,15 @@ class Query {
     }
     return true;
   }
+
+  // A chunk of the prefix walk between its fingerprints and its check.
+  struct Pending {
+    size_t group = 0;
+    size_t chunk = 0;
+    size_t end = 0;      // its last token + 1
+    bool known = false;  // its digest is known (else it is missing)
+    Fingerprint* keys = nullptr;
+  };
 
   Index& index_;
   const Layout& layout_;
