@@ -52,7 +52,10 @@ sci_status ConvertExtras(const char* function, const sci_request_extras* in, vll
   return SCI_OK;
 }
 
-bool HasExtras(const vllm::RequestExtras& extras) { return extras.has_lora || extras.has_salt; }
+// An empty salt is no salt (vLLM tests the salt for truth).
+bool HasExtras(const vllm::RequestExtras& extras) {
+  return extras.has_lora || (extras.has_salt && !extras.cache_salt.empty());
+}
 
 }  // namespace
 

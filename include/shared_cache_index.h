@@ -332,7 +332,7 @@ sci_layout_family sci_layout_get_family(const sci_layout *layout);
 uint32_t sci_layout_block_size(const sci_layout *layout);
 
 /* On a vLLM layout the queries above keep their meaning, with the family's
- * rules (docs/vllm-family.md, "The answer"); `block_size` must be the
+ * rules (docs/vllm-family.md, "Chunks, groups and the answer"); `block_size` must be the
  * descriptor's main_event_block_size (otherwise 0 pages, as for SGLang):
  *   - sci_index_check_pages: hits[i] = 1 when router block i (tokens
  *     [i*b, (i+1)*b)) lies, for every full-attention group, in chunks that

@@ -218,6 +218,12 @@ TEST(VllmDescriptor, KeySeparatorOtherThanAtIsRefused) {
   EXPECT_NAMES(DescriptorError(d), "hash.key_separator: \":\" is not supported");
 }
 
+TEST(VllmDescriptor, EventHashesOtherThanTheLow64BitsAreRefused) {
+  json d = Descriptor();
+  d["hash"]["gpu_event_hash"] = "high64";
+  EXPECT_NAMES(DescriptorError(d), "hash.gpu_event_hash: \"high64\" is not supported");
+}
+
 TEST(VllmDescriptor, SeedPolicyOfAnotherFormIsRefused) {
   for (const char* policy : {"random", "pythonhashseed-", "pythonhashseed--1", "pythonhashseed-1a",
                              "pythonhashseed-4294967296", "PYTHONHASHSEED-0"}) {
@@ -494,12 +500,15 @@ TEST(LayoutJsonFamily, DescriptorsLookLikeDescriptors) {
   EXPECT_TRUE(vllm::LooksLikeDescriptor(kHybrid));
   EXPECT_TRUE(vllm::LooksLikeDescriptor(json{{"vllm_mooncake_store", Descriptor()}}.dump()));
   EXPECT_TRUE(vllm::LooksLikeDescriptor(R"({"vllm_mooncake_store": {}})"));  // refused later, by name
+  // A descriptor missing a required field is still one (refused as one, naming the field).
+  EXPECT_TRUE(vllm::LooksLikeDescriptor(R"({"schema_version": 1})"));
+  EXPECT_TRUE(vllm::LooksLikeDescriptor(R"({"main_event_block_size": 16, "groups": []})"));
 }
 
 TEST(LayoutJsonFamily, SglangConfigsAndGarbageDoNotLookLikeDescriptors) {
   EXPECT_FALSE(vllm::LooksLikeDescriptor(kSglangConfig));
   EXPECT_FALSE(vllm::LooksLikeDescriptor(R"({"page_size": 64})"));
-  EXPECT_FALSE(vllm::LooksLikeDescriptor(R"({"schema_version": 1})"));
+  EXPECT_FALSE(vllm::LooksLikeDescriptor(R"({"page_size": 64, "groups": []})"));
   EXPECT_FALSE(vllm::LooksLikeDescriptor(R"([{"schema_version": 1, "groups": []}])"));
   EXPECT_FALSE(vllm::LooksLikeDescriptor(""));
   EXPECT_FALSE(vllm::LooksLikeDescriptor("not json"));

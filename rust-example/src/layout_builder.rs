@@ -153,15 +153,19 @@ impl LayoutBuilder {
     /// with the same checks in the same order; only the quoting of values in
     /// messages differs. A vLLM descriptor, which [`Layout::from_json`]
     /// recognises as the library does (`vllm_mooncake_store` at the top, or
-    /// `schema_version` and `groups`), is refused here: it has no builder.
+    /// no `page_size` and one of `schema_version`, `groups`,
+    /// `main_event_block_size`, `hash`, `coordinator`), is refused here: it
+    /// has no builder.
     pub fn from_json(json: &str) -> Result<LayoutBuilder> {
         let value: Value =
             serde_json::from_str(json).map_err(|e| invalid(format!("not valid JSON: {}", e)))?;
         let config = value
             .as_object()
             .ok_or_else(|| invalid("expected a JSON object".to_string()))?;
+        let descriptor_only = ["schema_version", "groups", "main_event_block_size", "hash", "coordinator"];
         if config.contains_key("vllm_mooncake_store")
-            || (config.contains_key("schema_version") && config.contains_key("groups"))
+            || (!config.contains_key("page_size")
+                && descriptor_only.iter().any(|field| config.contains_key(*field)))
         {
             return Err(invalid(
                 "a vLLM MooncakeStoreConnector descriptor, not an SGLang runtime config: \

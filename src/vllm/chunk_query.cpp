@@ -94,6 +94,9 @@ class Chain {
     }
     if (extras.has_salt) {
       domain = XXH3_64bits_withSeed(extras.cache_salt.data(), extras.cache_salt.size(), domain ^ 0x6ED9EBA1CA62C1D6ull);
+      // A salt that is the LoRA name's object pickles as a reference to it:
+      // other bytes, another digest.
+      if (extras.salt_is_lora_object) domain = XXH3_64bits_withSeed(&domain, sizeof domain, 0x5A827999CA62C1D6ull);
     }
     return domain;
   }

@@ -188,10 +188,12 @@ bool DescriptorReader::ReadHash(const json& descriptor, std::string_view base, L
     return Fail(algorithm_path, Cat(JsonValueText(*algorithm), " is not a known algorithm (sha256, sha256_cbor)"));
   }
 
-  // Keys are "<prefix>@<hex digest>": any other spelling names objects we would never find.
+  // Keys are "<prefix>@<hex digest>": any other spelling names objects we
+  // would never find. Event hashes are the digests' low 64 bits: another
+  // mapping would resolve them to the wrong digests.
   const struct {
     std::string_view name, only;
-  } fixed[] = {{"digest_encoding", "hex"}, {"key_separator", "@"}};
+  } fixed[] = {{"digest_encoding", "hex"}, {"key_separator", "@"}, {"gpu_event_hash", "low64"}};
   for (const auto& field : fixed) {
     const std::string path = Path(hash_path, field.name);
     std::optional<std::string> value;
@@ -346,7 +348,14 @@ bool LooksLikeDescriptor(std::string_view text) {
   json root;
   std::string why;
   if (!ParseJson(text, &root, &why) || !root.is_object()) return false;
-  return root.contains(kWrapper) || (root.contains("schema_version") && root.contains("groups"));
+  // Any field only a descriptor has (and no SGLang page_size): a descriptor
+  // missing a required field is then refused as one, naming the field.
+  if (root.contains(kWrapper)) return true;
+  if (root.contains("page_size")) return false;
+  for (const char* field : {"schema_version", "groups", "main_event_block_size", "hash", "coordinator"}) {
+    if (root.contains(field)) return true;
+  }
+  return false;
 }
 
 }  // namespace sci::vllm

@@ -49,8 +49,10 @@ struct LayoutSpec {
 bool ParseDescriptorJson(std::string_view json, LayoutSpec* spec, std::string* error);
 
 // Whether `json` is a vLLM descriptor (bare or wrapped) rather than another
-// family's runtime config: it has "vllm_mooncake_store" at the top, or
-// "schema_version" and "groups". False for text that is not a JSON object.
+// family's runtime config: it has "vllm_mooncake_store" at the top, or no
+// "page_size" (SGLang's) and one of the fields only a descriptor has
+// (schema_version, groups, main_event_block_size, hash, coordinator). False
+// for text that is not a JSON object.
 bool LooksLikeDescriptor(std::string_view json);
 
 }  // namespace sci::vllm
