@@ -507,6 +507,9 @@ class Driver {
       EXPECT_EQ(blocks.total_hits, total) << Where(request, n_tokens, entry.name);
       EXPECT_EQ(blocks.prefix_hits, run) << Where(request, n_tokens, entry.name);
     }
+    // A block size other than the router's checks nothing.
+    EXPECT_EQ(CheckPrefix(index_, layout_, ChainSource::Tokens(tokens, extras), 2 * b).prefix_hits, 0u);
+    EXPECT_EQ(BlocksToCheck(layout_, n_tokens, 2 * b), 0u);
     // Every digest a present key of the layout carries resolves from its event hash.
     for (size_t i = 0; i < whole; ++i) {
       bool carried = false;
