@@ -5,7 +5,10 @@
 // the SGLang page after every message are what truth.jsonl says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +17,9 @@
 #include "index/index.h"
 #include "sglang/layout.h"
 #include "sglang/page_query.h"
+#include "vllm/block_hash.h"
+#include "vllm/chunk_query.h"
+#include "vllm/layout.h"
 #include "wire/message_apply.h"
 #include "wire/wire_decoder.h"
 
@@ -146,6 +152,116 @@ TEST_P(MediaAndClearedRule, EveryKeyAndThePageMatchTheTruthAfterEveryMessage) {
   EXPECT_EQ(stats.medium_removals_kept, rule.medium_removals_kept);
   EXPECT_EQ(stats.sequence_gaps, 0u);
   EXPECT_EQ(stats.malformed_messages, 0u);
+}
+
+// msg0008 carries a key of vLLM's MooncakeStoreConnector (tenant-a, TP rank
+// 1, the chunk of tokens 0..15 hashed with sha256 and PYTHONHASHSEED 0: the
+// doc's worked example 1). Its group_id on the wire is "0", the KV-group
+// index the second-generation master writes over the connector's
+// "vllm-mooncake-store:..." label: a vLLM layout whose one key prefix is
+// that key's answers the chunk from the key alone, after every message,
+// under either residency rule; a layout needing TP rank 0 too, or asking in
+// the default tenant, never hits; and while the key is present the index
+// resolves the digest from the event's 64-bit hash (seq_hashes).
+TEST(MediaAndCleared, TheVllmConnectorKeyAnswersItsChunkFromTheKey) {
+  const std::vector<sci_test::GoldenMessage> messages = sci_test::LoadCapture(kCapture);
+  const std::vector<nlohmann::json> expected = ParseLines("expected.jsonl");
+  const std::vector<nlohmann::json> truth = ParseLines("truth.jsonl");
+  ASSERT_EQ(messages.size(), 13u);
+
+  // The one event with the connector's fields.
+  nlohmann::json vllm_event;
+  size_t vllm_message = messages.size();
+  for (size_t m = 0; m < expected.size(); ++m) {
+    for (const nlohmann::json& e : expected[m]["events"]) {
+      if (e.contains("connector_block_hash")) vllm_event = e, vllm_message = m;
+    }
+  }
+  ASSERT_EQ(vllm_message, 8u);
+  ASSERT_EQ(messages[vllm_message].name, "msg0008");
+  const std::string key = vllm_event["object_key"].get<std::string>();
+  const std::string tenant = vllm_event["tenant_id"].get<std::string>();
+  const std::string chunk_hex = vllm_event["connector_block_hash"].get<std::string>();
+  const uint64_t event_hash = vllm_event["seq_hashes"][0].get<uint64_t>();
+  EXPECT_EQ(vllm_event["group_id"].get<std::string>(), "0") << "the KV-group index, not the connector's label";
+  EXPECT_EQ(tenant, "tenant-a");
+  ASSERT_EQ(key.size(), key.rfind('@') + 1 + 64);
+  const std::string prefix = key.substr(0, key.rfind('@'));
+  EXPECT_EQ(prefix, "prod@Qwen3-8B@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0");
+  EXPECT_EQ(key.substr(prefix.size() + 1), chunk_hex);
+
+  // The chunk is that of tokens 0..15.
+  std::vector<uint32_t> tokens(17);
+  std::iota(tokens.begin(), tokens.end(), 0u);
+  const std::vector<vllm::BlockDigest> chain = vllm::HashChain(vllm::HashAlgorithm::kSha256, "0", tokens, 16);
+  ASSERT_EQ(chain.size(), 1u);
+  std::string hex(64, '\0');
+  ToHex(chain[0], hex.data());
+  ASSERT_EQ(hex, chunk_hex);
+  ASSERT_EQ(vllm::EventHashOf(chain[0]), event_hash);
+
+  auto make = [](std::vector<std::string> prefixes, std::string layout_tenant) {
+    vllm::LayoutSpec spec;
+    spec.main_event_block_size = 16;
+    spec.tenant_id = std::move(layout_tenant);
+    vllm::GroupSpec group;
+    group.block_size = 16;
+    group.hash_block_size = 16;
+    group.key_prefixes = std::move(prefixes);
+    spec.groups.push_back(group);
+    std::string error;
+    auto layout = vllm::Layout::Create(spec, &error);
+    EXPECT_NE(layout, nullptr) << error;
+    return layout;
+  };
+  const auto rank1 = make({prefix}, tenant);
+  const auto both_ranks = make({"prod@Qwen3-8B@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0", prefix}, tenant);
+  const auto default_tenant = make({prefix}, "");
+  ASSERT_TRUE(rank1 && both_ranks && default_tenant);
+  const std::vector<uint64_t> event_hashes = {event_hash};
+
+  for (const Residency residency : {Residency::kObject, Residency::kPerMedium}) {
+    SCOPED_TRACE(residency == Residency::kObject ? "object rule" : "per-medium rule");
+    IndexOptions options;
+    options.residency = residency;
+    Index index(options);
+    DecodedMessage scratch;
+    std::string error;
+    bool ever_present = false;
+    for (size_t m = 0; m < messages.size(); ++m) {
+      SCOPED_TRACE(messages[m].name);
+      const auto frames = messages[m].FrameSpans();
+      ASSERT_TRUE(ApplyMessage(index, frames, scratch, &error)) << error;
+      const nlohmann::json& want = truth[m][residency == Residency::kObject ? "present_object_rule" : "present_per_medium"];
+      const std::string named = tenant + "/" + key;
+      const bool present = want.is_array() ? std::find(want.begin(), want.end(), named) != want.end() : want.contains(named);
+      ever_present = ever_present || present;
+      EXPECT_EQ(present, m == vllm_message) << "the truth: stored by msg0008, cleared with tenant-a by msg0009";
+
+      const size_t want_blocks = present ? 1 : 0;
+      EXPECT_EQ(vllm::CheckPrefix(index, *rank1, vllm::ChainSource::Tokens(tokens), 16).prefix_hits, want_blocks);
+      EXPECT_EQ(vllm::CheckPrefix(index, *rank1, vllm::ChainSource::EventHashes(event_hashes, 17), 16).prefix_hits,
+                want_blocks);
+      EXPECT_EQ(vllm::CheckPrefix(index, *rank1, vllm::ChainSource::Digests(chain[0].data(), 1, 17), 16).prefix_hits,
+                want_blocks);
+      uint8_t hits[1] = {9};
+      vllm::CheckBlocks(index, *rank1, vllm::ChainSource::Tokens(tokens), 16, hits);
+      EXPECT_EQ(hits[0], present ? 1 : 0);
+      // TP rank 0's object was never stored; the key is tenant-a's.
+      EXPECT_EQ(vllm::CheckPrefix(index, *both_ranks, vllm::ChainSource::Tokens(tokens), 16).prefix_hits, 0u);
+      EXPECT_EQ(vllm::CheckPrefix(index, *default_tenant, vllm::ChainSource::Tokens(tokens), 16).prefix_hits, 0u);
+
+      if (present) {
+        std::array<uint8_t, 32> digest{};
+        ASSERT_TRUE(index.DigestOfEventHash(event_hash, &digest)) << "the key's digest, by its low 64 bits";
+        EXPECT_EQ(digest, chain[0]);
+      } else if (m < vllm_message) {
+        std::array<uint8_t, 32> digest{};
+        EXPECT_FALSE(index.DigestOfEventHash(event_hash, &digest)) << "no key carries it yet";
+      }
+    }
+    EXPECT_TRUE(ever_present);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

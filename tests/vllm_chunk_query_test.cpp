@@ -229,6 +229,25 @@ TEST_F(VllmQuery, SlidingWindowNeedsOnlyTheLastChunksOfTheWindow) {
   EXPECT_EQ(Prefix(*layout, tokens), 4u) << "falls back to 64 tokens, whose window is chunks 2 and 3";
 }
 
+// A layout whose every group is a sliding window of one token needs no
+// chunk at any length (ceil((1 - 1) / block_size) = 0): section 3's rule
+// holds vacuously, but a prefix no object vouches for is not in the pool.
+// Found by layout_json_fuzzer (an empty index answered 3 blocks).
+TEST_F(VllmQuery, APrefixNoChunkVouchesForIsAMiss) {
+  auto layout = Make(Spec({Group(GroupKind::kSlidingWindow, 16, {"m@swa"}, /*window=*/1)}));
+  const std::vector<uint32_t> tokens = Iota(49);
+  EXPECT_EQ(Prefix(*layout, tokens), 0u) << "an empty index";
+  EXPECT_EQ(Blocks(*layout, tokens), (std::vector<uint8_t>{0, 0, 0}));
+  // Two such groups: still nothing to look up.
+  auto two = Make(Spec({Group(GroupKind::kSlidingWindow, 16, {"m@a"}, 1), Group(GroupKind::kSlidingWindow, 32, {"m@b"}, 1)}));
+  EXPECT_EQ(Prefix(*two, tokens), 0u);
+  // A window of two tokens needs the chunk before the prefix's end: found, a hit.
+  auto window2 = Make(Spec({Group(GroupKind::kSlidingWindow, 16, {"m@swa"}, /*window=*/2)}));
+  EXPECT_EQ(Prefix(*window2, tokens), 0u);
+  Chunk(EventKind::kStored, *window2, tokens, 0, 1);
+  EXPECT_EQ(Prefix(*window2, tokens), 2u);
+}
+
 TEST_F(VllmQuery, ExtrasChangeEveryBlockHash) {
   auto layout = Make(Qwen());
   const std::vector<uint32_t> tokens = Iota(49);

@@ -405,7 +405,11 @@ class Query {
   }
 
   // Whether the sliding-window and Mamba groups hold at `length` tokens.
+  // Without a full-attention group, some chunk must vouch for the prefix:
+  // sliding windows of one token need none, and a prefix no object was
+  // found for is a miss, never a hit (index-semantics.md).
   bool OtherGroupsHold(size_t length) {
+    size_t vouching = 0;  // chunks found present
     for (size_t g = 0; g < layout_.groups().size(); ++g) {
       const Layout::Group& group = layout_.groups()[g];
       if (group.kind == GroupKind::kFullAttention) continue;
@@ -415,9 +419,10 @@ class Query {
       for (size_t k = 0; k < needed; ++k) {
         const size_t chunk = ending - 1 - k;
         if (chunk >= ChunksInside(g) || !ChunkPresent(g, chunk)) return false;
+        ++vouching;
       }
     }
-    return true;
+    return vouching > 0 || layout_.has_full_attention();
   }
 
   // A chunk of the prefix walk between its fingerprints and its check.

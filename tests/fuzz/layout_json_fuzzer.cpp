@@ -16,21 +16,79 @@
 //   - a runtime config read onto a fresh spec had a page_size; read onto a
 //     spec that has one it reads the same, and a config refused only for
 //     its missing page_size is then read (or refused for something else);
-//     Layout::Create either builds a read config or says why not.
+//     Layout::Create either builds a read config or says why not;
+//   - a descriptor read goes through vllm::Layout::Create likewise; a
+//     layout built (of either family) answers a tiny query on an empty
+//     index with no hit: CheckPrefix over a few tokens is 0 (and, for vLLM,
+//     every CheckBlocks entry is 0 and the counts agree).
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/json_text.h"
 #include "fuzz_check.h"
+#include "index/index.h"
 #include "sglang/layout.h"
+#include "sglang/page_query.h"
 #include "sglang/runtime_config.h"
+#include "vllm/chunk_query.h"
+#include "vllm/layout.h"
 #include "vllm/layout_spec.h"
 
 namespace sci::fuzz {
 namespace {
+
+// An index nothing is ever stored in: every query of it must miss.
+Index& EmptyIndex() {
+  static Index index;
+  return index;
+}
+
+// A few tokens: a few blocks of `block_size` and one more, at most 256.
+std::vector<uint32_t> FewTokens(uint32_t block_size) {
+  std::vector<uint32_t> tokens(std::min<size_t>(size_t{3} * block_size + 1, 256));
+  std::iota(tokens.begin(), tokens.end(), 1u);
+  return tokens;
+}
+
+void CheckVllmLayout(const vllm::LayoutSpec& spec) {
+  std::string refused;
+  const auto layout = vllm::Layout::Create(spec, &refused);
+  if (layout == nullptr) {
+    SCI_FUZZ_CHECK(!refused.empty(), "vllm::Layout::Create refused without a reason");
+    return;
+  }
+  const uint32_t b = layout->router_block_size();
+  SCI_FUZZ_CHECK(b == spec.main_event_block_size, "router block %u, descriptor %u", b, spec.main_event_block_size);
+  SCI_FUZZ_CHECK(layout->alignment() > 0 && layout->alignment() % b == 0, "alignment %u, block %u",
+                 layout->alignment(), b);
+  const std::vector<uint32_t> tokens = FewTokens(b);
+  const PageQueryResult prefix = vllm::CheckPrefix(EmptyIndex(), *layout, vllm::ChainSource::Tokens(tokens), b);
+  SCI_FUZZ_CHECK(prefix.prefix_hits == 0 && prefix.total_hits == 0, "an empty index answered %zu blocks",
+                 static_cast<size_t>(prefix.prefix_hits));
+  std::vector<uint8_t> hits(vllm::BlocksToCheck(*layout, tokens.size(), b), 9);
+  SCI_FUZZ_CHECK(hits.size() == tokens.size() / b, "%zu blocks to check of %zu tokens", hits.size(), tokens.size());
+  const PageQueryResult blocks = vllm::CheckBlocks(EmptyIndex(), *layout, vllm::ChainSource::Tokens(tokens), b, hits);
+  SCI_FUZZ_CHECK(blocks.total_hits == 0 && blocks.prefix_hits == 0 && blocks.n_pages == hits.size(),
+                 "an empty index: %zu block hits of %zu", static_cast<size_t>(blocks.total_hits),
+                 static_cast<size_t>(blocks.n_pages));
+  SCI_FUZZ_CHECK(std::all_of(hits.begin(), hits.end(), [](uint8_t hit) { return hit == 0; }),
+                 "an empty index: a block reported present");
+}
+
+void CheckSglangLayout(const Layout& layout) {
+  const uint32_t page_size = layout.page_size();
+  const std::vector<uint32_t> tokens = FewTokens(page_size);
+  const PageQueryResult prefix = CheckPrefix(EmptyIndex(), layout, tokens, page_size);
+  SCI_FUZZ_CHECK(prefix.prefix_hits == 0 && prefix.total_hits == 0, "an empty index answered %zu pages",
+                 static_cast<size_t>(prefix.prefix_hits));
+}
 
 bool SameGroup(const vllm::GroupSpec& a, const vllm::GroupSpec& b) {
   return a.group_id == b.group_id && a.kind == b.kind && a.block_size == b.block_size &&
@@ -105,6 +163,7 @@ void CheckDescriptor(std::string_view text) {
   } else {
     CheckDescriptorSpec(spec);
     SCI_FUZZ_CHECK(looks, "a descriptor read that does not look like one");
+    CheckVllmLayout(spec);
   }
 
   nlohmann::json root;
@@ -150,6 +209,7 @@ void CheckRuntimeConfig(std::string_view text) {
     std::string refused;
     const auto layout = Layout::Create(fresh, &refused);
     SCI_FUZZ_CHECK(layout != nullptr || !refused.empty(), "Layout::Create refused without a reason");
+    if (layout != nullptr) CheckSglangLayout(*layout);
   } else if (error == "page_size is missing") {
     SCI_FUZZ_CHECK(given_read ? given.page_size == 7 : given_error != error, "page size given, then \"%s\"",
                    given_error.c_str());
