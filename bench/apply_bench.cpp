@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sglang/layout.h"
 #include "wire/message_apply.h"
 #include "encode/mooncake_encoder.h"
 #include "query_fixture.h"
@@ -98,7 +99,7 @@ struct Target {
     static std::map<uint64_t, Target> targets;
     Target& t = targets[size];
     if (t.index == nullptr) {
-      t.index = std::make_unique<Index>();
+      t.index = std::make_unique<Index>(SGLangIndexOptions());
       ApplyForeignPages(*t.index, 0, size, /*stored=*/true, /*salt=*/size, &t.sequence);
     }
     return t;

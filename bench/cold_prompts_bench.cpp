@@ -85,6 +85,7 @@
 #include <thread>
 #include <vector>
 
+#include "sglang/layout.h"
 #include "sglang/page_query.h"
 #include "query_fixture.h"
 
@@ -216,7 +217,7 @@ class ColdFixture {
  private:
   ColdFixture() : layout_(LayoutNamed("tp8")) {
     std::fprintf(stderr, "building the cold-prompt index (1M foreign keys, %zu prompts)...\n", kPrompts);
-    index_ = std::make_unique<Index>(IndexOptions{.max_entries = uint64_t{4} << 20});
+    index_ = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = uint64_t{4} << 20}));
     for (size_t i = 0; i < kPrompts; ++i) {
       prompts_.push_back(PromptTokens(7'000'000 + i, kPages));
       prompt_hashes_.push_back(PageHashesHex(prompts_.back(), kPageSize, false));

@@ -29,6 +29,7 @@
 #include "child_process.h"  // tests/: the tools as child processes
 #include "feed/subscriber.h"
 #include "index/index.h"
+#include "sglang/layout.h"
 #include "tool_json.h"
 
 namespace sci::bench {
@@ -58,7 +59,7 @@ void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
       state.SkipWithError(("the publisher did not start listening: " + line).c_str());
       return;
     }
-    Index index;
+    Index index(SGLangIndexOptions());
     SubscriberOptions options;
     options.endpoint = JsonString(line, "listening");
     SubscriberError code = SubscriberError::kNone;

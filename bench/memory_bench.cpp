@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 
+#include "sglang/layout.h"
 #include "bench_support.h"
 #include "query_fixture.h"
 
@@ -36,7 +37,7 @@ void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency
     malloc_trim(0);
     const bool peak_reset = ResetPeakResident();
     const uint64_t before = ResidentBytes();
-    auto index = std::make_unique<Index>(IndexOptions{.max_entries = 2 * n + 1, .residency = residency});
+    auto index = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1, .residency = residency}));
     uint64_t sequence = 1;
     if (shape == Shape::kKeysOnly) {
       FillWithForeignKeys(*index, n, &sequence);

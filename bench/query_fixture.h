@@ -159,7 +159,7 @@ class QueryFixture {
   }
 
   explicit QueryFixture(uint64_t size) : size_(size) {
-    index_ = std::make_unique<Index>(IndexOptions{.max_entries = size * 2 + (uint64_t{1} << 20)});
+    index_ = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = size * 2 + (uint64_t{1} << 20)}));
     std::fprintf(stderr, "building the %llu-key index...\n", static_cast<unsigned long long>(size));
     uint64_t seed = 1;
     for (auto& [spec, request] : Registry()[size]) {

@@ -40,6 +40,7 @@
 #include "common/log.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
+#include "sglang/layout.h"
 #include "loopback_publisher.h"  // tests/: a real ZeroMQ publisher
 
 namespace sci::bench {
@@ -208,7 +209,7 @@ void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s)
     const bool peak_reset = ResetPeakResident();
     const uint64_t rss_before = ResidentBytes();
 
-    Index index;
+    Index index(SGLangIndexOptions());
     SubscriberOptions options;
     options.endpoint = publisher.endpoint();
     options.snapshot_url = server.url();

@@ -773,7 +773,7 @@ void LoadSnapshotPages(PageStream& stream, Index& index, Model& model, Announce 
 }
 
 void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency residency, PageRunStats& run) {
-  Index index(IndexOptions{.max_entries = max_entries, .residency = residency});
+  Index index(SGLangIndexOptions(IndexOptions{.max_entries = max_entries, .residency = residency}));
   Model model;
   model.residency = residency;
   model.max_entries = max_entries;
@@ -949,7 +949,7 @@ TEST_P(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
   long total_queries = 0, total_hits = 0;
   uint64_t total_adopted = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    Index index(IndexOptions{.residency = GetParam()});
+    Index index(SGLangIndexOptions(IndexOptions{.residency = GetParam()}));
     KeyWitness witness(u.keys().size());
     std::atomic<bool> done{false};
     std::atomic<long> violations{0}, queries{0}, hits_seen{0};

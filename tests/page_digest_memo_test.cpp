@@ -213,7 +213,7 @@ TEST(PageDigestMemo, EachThreadHasItsOwnMemo) {
 }
 
 TEST(PageDigestMemo, CheckPagesAnswersRepeatedPromptsFromTheThreadMemo) {
-  Index index;
+  Index index(SGLangIndexOptions());
   LayoutSpec spec;
   spec.page_size = kPage;
   spec.tp_size = 2;

@@ -236,7 +236,7 @@ TEST(PageQueryAllocation, CallerSuppliedHashesAllocateNothing) {
 }
 
 TEST(PageQueryAllocation, TrailingPoolsAllocateNothing) {
-  sci::Index index;
+  sci::Index index(sci::SGLangIndexOptions());
   sci::LayoutSpec spec;
   spec.page_size = kPageSize;
   spec.extra_backend_tag = "tag";

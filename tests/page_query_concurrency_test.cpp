@@ -110,7 +110,7 @@ class ReaderProgress {
 };
 
 TEST(PageQueryConcurrency, NoPageHitsBeforeTheWriterHasStoredAllItsKeys) {
-  Index index;
+  Index index(SGLangIndexOptions());
   const auto layout = Tp2();
   const Pages pages(*layout);
   const size_t keys_per_page = pages.keys[0].size();
@@ -163,7 +163,7 @@ TEST(PageQueryConcurrency, NoPageHitsBeforeTheWriterHasStoredAllItsKeys) {
 }
 
 TEST(PageQueryConcurrency, NoPageHitsOnceTheWriterHasRemovedOneOfItsKeys) {
-  Index index;
+  Index index(SGLangIndexOptions());
   const auto layout = Tp2();
   const Pages pages(*layout);
   std::vector<Event> all;
@@ -263,7 +263,7 @@ TEST_P(PageQueryTakingTurns, NoHitForAPageWhoseKeysWereNeverAllPresentAtOnce) {
   const size_t n_keys = keys[0].size();
   ASSERT_EQ(n_keys, GetParam().tp == 1 ? 2u : 16u);
 
-  Index index;
+  Index index(SGLangIndexOptions());
   uint64_t sequence = 1;
   auto apply = [&](EventKind kind, const std::string& key, const std::string& group) {
     const Event event{kind, key, group, {}, "cpu"};

@@ -75,7 +75,7 @@ class PageQuery : public ::testing::Test {
         .verified;
   }
 
-  Index index_;
+  Index index_{SGLangIndexOptions()};
   uint64_t next_sequence_ = 1;
   std::vector<uint8_t> hits_;
 };
@@ -617,7 +617,7 @@ TEST_F(PageQuery, PrefixIsTheLeadingRunOfCheckPagesForEveryPattern) {
   // Stored pages as a bit mask over 5 pages: every pattern, including hits
   // after a miss (which the prefix must not count).
   for (uint32_t mask = 0; mask < 32; ++mask) {
-    Index index;
+    Index index(SGLangIndexOptions());
     uint64_t sequence = 1;
     for (size_t page = 0; page < 5; ++page) {
       if ((mask >> page & 1) == 0) continue;

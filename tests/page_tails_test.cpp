@@ -96,7 +96,7 @@ class PageTailsQuery : public ::testing::Test {
     return std::vector<int>(hits.begin(), hits.end());
   }
 
-  Index index_;
+  Index index_{SGLangIndexOptions()};
   uint64_t next_sequence_ = 1;
 };
 

@@ -55,7 +55,7 @@ class PromptFixture : public ::testing::Test {
   }
 
   std::unique_ptr<const Layout> layout_;
-  Index index_;
+  Index index_{SGLangIndexOptions()};
   uint64_t next_sequence_ = 1;
   std::vector<uint32_t> tokens_;
   std::vector<std::string> hashes_;

@@ -241,7 +241,7 @@ class Scenario {
     Query();
   }
 
-  Index index_;
+  Index index_{SGLangIndexOptions()};
   Pages tp8_, pool_, tp1_, tenant_a_, snapshot_;
   std::set<Key> present_, named_;
   uint64_t sequence_ = 1;

@@ -9,7 +9,8 @@
 namespace sci {
 Index::Index(IndexOptions options)
     : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries),
-      residency_(options.residency) {}
+      residency_(options.residency),
+      head_group_prefix_(std::move(options.head_group_prefix)) {}
 
 // ---------------------------------------------------------------- writer --
 
@@ -469,9 +470,9 @@ void Index::RemoveTail(const KeyName& key) {
   }
 }
 
-Fingerprint Index::HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key) {
-  if (!group_id.starts_with(kHeadGroupPrefix)) return Fingerprint{};
-  const std::string_view head = group_id.substr(kHeadGroupPrefix.size());
+Fingerprint Index::HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key) const {
+  if (head_group_prefix_.empty() || !group_id.starts_with(head_group_prefix_)) return Fingerprint{};
+  const std::string_view head = group_id.substr(head_group_prefix_.size());
   if (key.split && head == key.head_bytes) return key.head;  // the usual case: nothing to hash
   // A head is what a split key's bytes up to the end of its first run of 64
   // hex digits are (fingerprint.h): a keys' head only if its run ends it.
@@ -480,19 +481,20 @@ Fingerprint Index::HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, 
 }
 
 Fingerprint Index::HeadGroupOf(const KeyName& key) {
-  // "sglang-hicache:<head>" is hash-ended (fingerprint.h: the head ends with
-  // its first run of 64 digits, and ':' is no digit), so its fingerprint is
-  // the 64 digits mixed by the secret of what precedes them: the same few
-  // prefixes ("sglang-hicache:", "sglang-hicache:<tag>_") for nearly every
+  // "<head_group_prefix><head>" is hash-ended (fingerprint.h: the head ends
+  // with its first run of 64 digits), so its fingerprint is the 64 digits
+  // mixed by the secret of what precedes them: the same few prefixes
+  // (SGLang's "sglang-hicache:", "sglang-hicache:<tag>_") for nearly every
   // key, so the secret is kept, and a snapshot key costs one NH round.
+  // (Called for strays only, which need a head_group_prefix_.)
   const size_t digits = key.head_bytes.size() - kFingerprintHexRun;
   const std::string_view prefix = key.head_bytes.substr(0, digits);
-  // (Empty until the first call; then it always starts with kHeadGroupPrefix.)
-  if (head_group_prefix_.empty() || key.tenant_seed != head_group_seed_ ||
-      std::string_view(head_group_prefix_).substr(kHeadGroupPrefix.size()) != prefix) {
-    head_group_prefix_.assign(kHeadGroupPrefix);
-    head_group_prefix_.append(prefix);
-    head_group_secret_ = HashEndSecretOf(key.tenant_seed, head_group_prefix_);
+  // (Empty until the first call; then it always starts with head_group_prefix_.)
+  if (head_group_name_.empty() || key.tenant_seed != head_group_seed_ ||
+      std::string_view(head_group_name_).substr(head_group_prefix_.size()) != prefix) {
+    head_group_name_.assign(head_group_prefix_);
+    head_group_name_.append(prefix);
+    head_group_secret_ = HashEndSecretOf(key.tenant_seed, head_group_name_);
     head_group_seed_ = key.tenant_seed;
   }
   return HashEndedFingerprint(head_group_secret_, key.head_bytes.data() + digits);

@@ -48,7 +48,8 @@
 // check would leave had the keys come from the stream with their group.
 //
 // Stray keys (stray_keys.h). Groups named after their keys' head
-// ("sglang-hicache:<head>", SGLang's) remember the head; a present key not
+// ("<IndexOptions::head_group_prefix><head>": SGLang's "sglang-hicache:<head>")
+// remember the head; a present key not
 // stored under its head's group is counted by that group, so an unknown
 // group with no such count proves its page's keys absent.
 //
@@ -120,6 +121,13 @@ struct IndexOptions {
   static constexpr uint64_t kDefaultMaxEntries = uint64_t{1} << 25;  // 33,554,432
   uint64_t max_entries = kDefaultMaxEntries;  // keys + groups
   Residency residency = Residency::kObject;
+  // A layout family's convention, if it names a page's group after its
+  // keys' head: the group id is this followed by the head (SGLang's
+  // "sglang-hicache:", sglang/layout.h). Set, the index counts stray keys
+  // under it (stray_keys.h), so a query may take an unknown group with no
+  // stray for an absent page (HeadNamedGroupsCounted). Empty: the index
+  // counts none. The index itself knows no family: whoever makes it says.
+  std::string head_group_prefix = {};
 };
 
 // What a query learned about a group before checking its keys.
@@ -207,7 +215,7 @@ class Index {
   // happens with the next batch applied, or AdoptRequestedGroups. Never
   // waits for the writer; a request the bounded queue cannot take is dropped.
   // `group_named_by_head`: `group` is the group named after `head`
-  // ("sglang-hicache:<head>"; Layout::groups_named_by_key_heads).
+  // ("<head_group_prefix><head>"; HeadNamedGroupsCounted).
   void RequestAdoption(const Fingerprint& group, LayoutId layout, std::span<const Fingerprint> keys,
                        const Fingerprint* head, uint64_t tenant_seed, bool group_named_by_head) {
     adoption_queue_.Push(group, layout, keys, head, tenant_seed, group_named_by_head);
@@ -239,6 +247,14 @@ class Index {
   KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_LOCKS_EXCLUDED(tables_lock_) {
     return CheckKeys(keys, kNoGroup).all_present;
+  }
+
+  // Whether the index counts stray keys under groups named
+  // "<group_prefix><head>" (IndexOptions::head_group_prefix): only then may
+  // a query of a layout naming its groups so take an unknown group with no
+  // stray for an absent page.
+  bool HeadNamedGroupsCounted(std::string_view group_prefix) const {
+    return !head_group_prefix_.empty() && group_prefix == head_group_prefix_;
   }
 
   // Reads a group's state for `layout`. Fingerprints come from FingerprintOf
@@ -449,11 +465,11 @@ class Index {
   GroupState* AcquireGroup(const Fingerprint& group, const Fingerprint& named_head)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   // Stray keys (stray_keys.h). The head part a group id is named after:
-  // "<kHeadGroupPrefix><head>", the head a split key could have; else zero.
-  static Fingerprint HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key);
+  // "<head_group_prefix_><head>", the head a split key could have; else zero.
+  Fingerprint HeadNamedBy(uint64_t tenant_seed, std::string_view group_id, const KeyName& key) const;
   // Whether present `key`, stored under `ref`, is a stray.
   bool IsStray(const KeyName& key, GroupRef ref) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
-    return key.split && (ref == kNoGroup || refs_[ref].named_head != key.head);
+    return !head_group_prefix_.empty() && key.split && (ref == kNoGroup || refs_[ref].named_head != key.head);
   }
   // The fingerprint of the group named after `key`'s head (a split key made
   // from its bytes), which counts it while it is a stray.
@@ -486,6 +502,7 @@ class Index {
 
   const uint64_t max_entries_;
   const Residency residency_;
+  const std::string head_group_prefix_;  // IndexOptions::head_group_prefix
 
   // Guards every table below: see "Concurrency" above.
   mutable TableLock tables_lock_;
@@ -518,8 +535,9 @@ class Index {
   };
   std::deque<RefInfo> refs_ ABSL_GUARDED_BY(apply_mu_) = {RefInfo{}};  // [kNoGroup] unused
   std::vector<GroupRef> free_refs_ ABSL_GUARDED_BY(apply_mu_);
-  // HeadGroupOf's last group-id prefix, with its secret.
-  std::string head_group_prefix_ ABSL_GUARDED_BY(apply_mu_);
+  // HeadGroupOf's last group-id prefix (head_group_prefix_ and what the
+  // head holds before its digits), with its secret.
+  std::string head_group_name_ ABSL_GUARDED_BY(apply_mu_);
   HashEndSecret head_group_secret_ ABSL_GUARDED_BY(apply_mu_){};
   uint64_t head_group_seed_ ABSL_GUARDED_BY(apply_mu_) = 0;
   // SummarisePage's FingerprintPart of each numbered tail, for one tenant

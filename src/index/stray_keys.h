@@ -2,6 +2,10 @@
 // under the group named after their head, counted by that group, so that a
 // page query can tell a page nobody stored from its group alone.
 //
+// Which groups are named after their keys' head is a layout family's
+// convention, given to the index (IndexOptions::head_group_prefix); the
+// index counts strays only under one.
+//
 // Why. SGLang names a page's group after its keys' head: the keys
 // "<head>_0_k" ... "<head>_7_v" are stored under "sglang-hicache:<head>"
 // (docs/sglang-hicache.md). A group lives exactly while a key is stored
@@ -43,9 +47,6 @@
 #include "index/fingerprint.h"
 
 namespace sci {
-
-// SGLang's group ids are this followed by the head of their page's keys.
-inline constexpr std::string_view kHeadGroupPrefix = "sglang-hicache:";
 
 class StrayKeyCounts {
  public:

@@ -13,7 +13,7 @@
 namespace sci {
 namespace {
 
-constexpr std::string_view kGroupNamespace = kHeadGroupPrefix;  // index/stray_keys.h relies on it
+constexpr std::string_view kGroupNamespace = kGroupIdPrefix;
 
 // Process-wide: the id of a key set, the same for every layout deriving it.
 // Never shrinks (a few hundred bytes per distinct key set a process ever
@@ -272,7 +272,7 @@ void Layout::PrepareFingerprints() {
   if (hash_ended_groups_) group_secret_ = HashEndSecretOf(tenant_seed_, group_prefix_);
   // "sglang-hicache:<key prefix><hash>": the group is named after its keys'
   // head, unless a key prefix (pools) differs from the tag.
-  groups_named_by_key_heads_ = split_keys_ && group_prefix_ == Concat({kHeadGroupPrefix, key_prefix_});
+  groups_named_by_key_heads_ = split_keys_ && group_prefix_ == Concat({kGroupIdPrefix, key_prefix_});
   suffix_parts_.clear();
   tail_ids_.clear();
   for (uint32_t i = 0; i < suffix_refs_.size(); ++i) {

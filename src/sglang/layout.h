@@ -43,6 +43,19 @@
 
 namespace sci {
 
+// SGLang's group ids: this, then the head of the page's keys (its tag, if
+// any, and the page hash). An index that should count stray keys of SGLang
+// pages is made with it as IndexOptions::head_group_prefix
+// (SGLangIndexOptions).
+inline constexpr std::string_view kGroupIdPrefix = "sglang-hicache:";
+
+// Options for an index serving SGLang layouts: `options` with SGLang's
+// head-named groups (kGroupIdPrefix).
+inline IndexOptions SGLangIndexOptions(IndexOptions options = {}) {
+  options.head_group_prefix = std::string(kGroupIdPrefix);
+  return options;
+}
+
 enum class HitPolicy : int32_t {
   kAllPages = 0,       // the pool covers every page
   kTrailingPages = 1,  // the pool covers page i of n only when i >= n - trailing_pages

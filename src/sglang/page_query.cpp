@@ -89,7 +89,8 @@ class Query {
         n_pages_(n_pages),
         write_hash_(write_hash),
         hooks_(hooks),
-        key_(layout.key_prefix()) {}
+        key_(layout.key_prefix()),
+        groups_named_by_heads_(layout.groups_named_by_key_heads() && index.HeadNamedGroupsCounted(kGroupIdPrefix)) {}
 
   // Every page, through the pipeline of rounds above (check_pages).
   PageQueryResult AllPages(std::span<uint8_t> hits) {
@@ -242,7 +243,7 @@ class Query {
   // keys' head, with no stray key counted for it (stray_keys.h): none of
   // its keys is present, or its group would be known.
   bool ProvedAbsentByItsGroup(const GroupProbe& probe) const {
-    return !probe.exists && !probe.strays_possible && layout_.groups_named_by_key_heads();
+    return !probe.exists && !probe.strays_possible && groups_named_by_heads_;
   }
   // The fingerprint of the page's first key (and its head, for the summary).
   Fingerprint FirstKeyOf(const PendingPage& pending) {
@@ -446,7 +447,7 @@ class Query {
   // head, with split keys. With no lock held (the queue may wake the writer).
   void AskAdoption(const PendingPage& pending, std::span<const Fingerprint> keys, const Fingerprint& head) {
     index_.RequestAdoption(pending.group, pending.level->id, keys, layout_.split_keys() ? &head : nullptr,
-                           layout_.tenant_seed(), layout_.groups_named_by_key_heads());
+                           layout_.tenant_seed(), groups_named_by_heads_);
   }
 
   // Sets the page whose keys KeyFingerprint derives. With split keys its
@@ -470,6 +471,9 @@ class Query {
   WriteHash& write_hash_;
   const PageQueryHooks* hooks_;
   KeyBuffer key_;
+  // The layout names its groups after its keys' heads, and the index counts
+  // strays under that convention (index.h, HeadNamedGroupsCounted).
+  const bool groups_named_by_heads_;
   Fingerprint key_head_;  // with split keys: the part every key of the page shares
   // The last page answered whose group was unknown was a hit: the prompt is
   // most likely one loaded from a snapshot (ChooseExactChecks).

@@ -18,6 +18,7 @@
 #include "encode/mooncake_payload_reader.h"
 #include "feed/endpoint_syntax.h"
 #include "index/index.h"
+#include "sglang/layout.h"
 #include "json_line.h"
 #include "wire/message_apply.h"
 #include "stats_json.h"
@@ -397,6 +398,7 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
 
 // --residency as the index's options.
 bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::string* error) {
+  *options = SGLangIndexOptions(*options);  // the stray_keys gauge of SGLang pages
   const std::string rule = flags.Get("residency", "object");
   if (rule == "object") {
     options->residency = Residency::kObject;
