@@ -745,3 +745,32 @@ TEST_F(PageQuery, PageHashesGiveTheSameAnswersAsTokens) {
 
 }  // namespace
 }  // namespace sci
+
+namespace sci {
+namespace {
+
+// An index made without SGLang's head-named groups (IndexOptions::
+// head_group_prefix empty) counts no stray key: an SGLang query must not
+// take its unknown groups for absent pages, or a page loaded from a
+// snapshot (keys under no group) would be a false miss.
+TEST(PageQueryOnAPlainIndex, PagesWithoutAGroupAreFoundByTheirKeys) {
+  Index index;  // no head_group_prefix
+  const auto layout = Make(Mha(8, 1));
+  ASSERT_TRUE(layout->groups_named_by_key_heads());
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  std::vector<std::string> keys;
+  for (size_t page = 0; page < hashes.size(); ++page) {
+    for (std::string& key : layout->KeysFor(hashes[page], page, hashes.size())) keys.push_back(std::move(key));
+  }
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  index.LoadKeys(views);
+  std::vector<uint8_t> hits(3, 9);
+  const PageQueryResult result = CheckPages(index, *layout, tokens, kPageSize, hits);
+  EXPECT_EQ(result.total_hits, 3u);
+  EXPECT_EQ(CheckPrefix(index, *layout, tokens, kPageSize).prefix_hits, 3u);
+  EXPECT_EQ(index.GetStats().stray_keys, 0u) << "no convention, no stray";
+}
+
+}  // namespace
+}  // namespace sci

@@ -17,7 +17,9 @@
 // layout's alignment, never crediting the request's last token -- at which
 // every group holds: full attention, every chunk ending at or before L;
 // sliding window, the last window_chunks chunks ending at or before L;
-// Mamba, the chunk ending exactly at L. In router blocks, L / b. Hashing
+// Mamba, the chunk ending exactly at L; and, without a full-attention
+// group, some chunk found present (a layout of one-token windows needs none,
+// and nothing vouches for such a prefix). In router blocks, L / b. Hashing
 // stops at the first missing full-attention chunk: a prompt nobody stored
 // costs one block hash and one lookup.
 //
