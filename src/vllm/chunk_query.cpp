@@ -48,8 +48,9 @@ struct Scratch {
 // The block digests of one request, computed as far as asked.
 class Chain {
  public:
-  Chain(Index& index, const Layout& layout, const ChainSource& source, Scratch& scratch)
-      : index_(index), layout_(layout), source_(source), scratch_(scratch) {
+  // `defer_first`: a prefix query's (HashFromTokens).
+  Chain(Index& index, const Layout& layout, const ChainSource& source, Scratch& scratch, bool defer_first)
+      : index_(index), layout_(layout), source_(source), scratch_(scratch), defer_first_(defer_first) {
     const size_t whole_blocks = source.n_tokens / layout.hash_block_size();
     if (source.by_digests) {
       available_ = std::min(whole_blocks, source.n_digests);
@@ -118,16 +119,22 @@ class Chain {
   // As SGLang's PageHasher: the memo is consulted for the first block; if it
   // has it, the request was seen before and every block is looked up (and
   // memoised); if not, only the first block is memoised, as the request's
-  // sighting, and the rest is hashed without the memo.
+  // sighting, and the rest is hashed without the memo. A prefix query
+  // defers that consultation to its second block: most prefix queries are
+  // of prompts nobody stored, which then cost one block hash and nothing else.
   void HashFromTokens(size_t block, BlockDigest& digest) {
     const uint32_t size = layout_.hash_block_size();
     const std::span<const uint32_t> units = source_.tokens.subspan(block * size, size);
     const BlockDigest& parent = block == 0 ? layout_.none_hash() : scratch_.digests[block - 1];
+    if (block == 0 && defer_first_) {
+      digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
+      memo_->CountHashed();
+      first_deferred_ = true;
+      return;
+    }
+    if (block == 1 && first_deferred_) ResolveDeferredFirst();
     if (block == 0 || memo_use_ == MemoUse::kLookUp) {
-      const XXH128_hash_t units_hash =
-          XXH3_128bits_withSeed(units.data(), units.size_bytes(), block == 0 ? domain_ : PageDigestMemo::SeedOf(&key_));
-      const PageDigestMemo::Key units_key{units_hash.low64, units_hash.high64};
-      key_ = PageDigestMemo::KeyOf(block == 0 ? nullptr : &key_, units_key);
+      key_ = MemoKey(block, units);
       if (memo_->Find(key_, &digest)) {
         memo_use_ = MemoUse::kLookUp;
         return;
@@ -141,6 +148,27 @@ class Chain {
     memo_->CountHashed();
   }
 
+  // The memo key of block `block` (key_: its parent's, for block > 0).
+  PageDigestMemo::Key MemoKey(size_t block, std::span<const uint32_t> units) const {
+    const XXH128_hash_t units_hash =
+        XXH3_128bits_withSeed(units.data(), units.size_bytes(), block == 0 ? domain_ : PageDigestMemo::SeedOf(&key_));
+    return PageDigestMemo::KeyOf(block == 0 ? nullptr : &key_, PageDigestMemo::Key{units_hash.low64, units_hash.high64});
+  }
+
+  // The first block, hashed without the memo, is looked up now that the
+  // query goes on: found, the request was seen before; else it is memoised
+  // as the request's sighting.
+  void ResolveDeferredFirst() {
+    first_deferred_ = false;
+    key_ = MemoKey(0, source_.tokens.subspan(0, layout_.hash_block_size()));
+    BlockDigest memoised;
+    if (memo_->Find(key_, &memoised)) {
+      memo_use_ = MemoUse::kLookUp;
+    } else {
+      memo_->Insert(key_, scratch_.digests[0]);
+    }
+  }
+
   enum class MemoUse { kFirstSight, kLookUp };
 
   Index& index_;
@@ -150,6 +178,8 @@ class Chain {
   PageDigestMemo* memo_ = nullptr;
   uint64_t domain_ = 0;
   MemoUse memo_use_ = MemoUse::kFirstSight;
+  const bool defer_first_;
+  bool first_deferred_ = false;  // block 0 was hashed without the memo
   PageDigestMemo::Key key_{};
   size_t available_ = 0;
   size_t computed_ = 0;
@@ -158,11 +188,11 @@ class Chain {
 // One query: the chain, what it looked up, and how.
 class Query {
  public:
-  Query(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks)
+  Query(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks, bool prefix)
       : index_(index),
         layout_(layout),
         scratch_(Scratch::ForThisThread()),
-        chain_(index, layout, source, scratch_),
+        chain_(index, layout, source, scratch_, /*defer_first=*/prefix),
         hooks_(hooks),
         n_tokens_(source.n_tokens) {
     // Every group's chunks that end inside the request.
@@ -470,7 +500,7 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   if (hits.size() < source.n_tokens / block_size) {
     throw std::length_error("vLLM block query: hits buffer shorter than the block count");
   }
-  Query query(index, layout, source, hooks);
+  Query query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(hits);
   result.pages_examined = result.n_pages;
   CountQuery(index, result, result.n_pages);
@@ -480,7 +510,7 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
                             const ChunkQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
-  Query query(index, layout, source, hooks);
+  Query query(index, layout, source, hooks, /*prefix=*/true);
   const PageQueryResult result = query.Prefix();
   CountQuery(index, result, result.pages_examined);
   return result;
