@@ -10,26 +10,13 @@
 #include <string_view>
 #include <utility>
 
+#include "common/cat.h"
 #include "common/json_text.h"
 
 namespace sci {
 namespace {
 
 using nlohmann::json;
-
-// The library's abseil may predate std::string_view as absl::string_view,
-// so StrCat would not take ours.
-void AppendPart(std::string* out, std::string_view text) { out->append(text); }
-template <std::integral Number>
-void AppendPart(std::string* out, Number n) {
-  out->append(std::to_string(n));
-}
-template <typename... Parts>
-std::string Cat(const Parts&... parts) {
-  std::string out;
-  (AppendPart(&out, parts), ...);
-  return out;
-}
 
 bool Invalid(std::string* error, std::string why) {
   *error = std::move(why);
