@@ -37,6 +37,8 @@ struct Scratch {
   std::vector<Presence> presence;        // per (group, chunk), groups one after the other
   std::vector<size_t> presence_at;       // group -> its first entry in presence
   std::vector<size_t> next_chunk;        // per group: the prefix walk's next chunk
+  std::vector<size_t> chunks_inside;     // per group: ChunksInside, computed once a query
+  std::vector<size_t> blocks_per_chunk;  // per group: hash blocks a chunk spans
   std::vector<Fingerprint> walk_keys;    // the prefix walk's chunks ahead
 
   static Scratch& ForThisThread() {
@@ -195,12 +197,20 @@ class Query {
         chain_(index, layout, source, scratch_, /*defer_first=*/prefix),
         hooks_(hooks),
         n_tokens_(source.n_tokens) {
-    // Every group's chunks that end inside the request.
+    // Every group's chunks that end inside the request, and the divisions
+    // the walks would otherwise repeat per chunk, made once.
     size_t entries = 0;
-    scratch_.presence_at.resize(layout.groups().size());
-    for (size_t g = 0; g < layout.groups().size(); ++g) {
+    const size_t groups = layout.groups().size();
+    scratch_.presence_at.resize(groups);
+    scratch_.chunks_inside.resize(groups);
+    scratch_.blocks_per_chunk.resize(groups);
+    for (size_t g = 0; g < groups; ++g) {
+      const uint32_t size = layout.groups()[g].block_size;
       scratch_.presence_at[g] = entries;
-      entries += n_tokens_ / layout.groups()[g].block_size;
+      entries += n_tokens_ / size;
+      scratch_.blocks_per_chunk[g] = size / layout.hash_block_size();
+      // Chunks of group g that end inside the request and whose digest the source has.
+      scratch_.chunks_inside[g] = std::min(n_tokens_ / size, chain_.available() / scratch_.blocks_per_chunk[g]);
     }
     if (scratch_.presence.size() < entries) scratch_.presence.resize(entries);
     std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries),
@@ -230,7 +240,7 @@ class Query {
     }
     bool leading_run = true;
     for (size_t i = 0; i < result.n_pages; ++i) {
-      const bool hit = BlockHit(i * b, (i + 1) * b);
+      const bool hit = BlockHit(i);
       hits[i] = hit ? 1 : 0;
       result.total_hits += hit ? 1 : 0;
       leading_run = leading_run && hit;
@@ -271,16 +281,9 @@ class Query {
   }
   // Chunks of group g that end inside the request (and whose digest the
   // source has).
-  size_t ChunksInside(size_t g) const {
-    const uint32_t size = layout_.groups()[g].block_size;
-    const size_t by_tokens = n_tokens_ / size;
-    const size_t per_chunk = size / layout_.hash_block_size();
-    return std::min(by_tokens, chain_.available() / per_chunk);
-  }
+  size_t ChunksInside(size_t g) const { return scratch_.chunks_inside[g]; }
   // The hash block whose digest keys chunk `chunk` of group g.
-  size_t KeyBlock(size_t g, size_t chunk) const {
-    return (chunk + 1) * (layout_.groups()[g].block_size / layout_.hash_block_size()) - 1;
-  }
+  size_t KeyBlock(size_t g, size_t chunk) const { return (chunk + 1) * scratch_.blocks_per_chunk[g] - 1; }
   Presence& PresenceOf(size_t g, size_t chunk) { return scratch_.presence[scratch_.presence_at[g] + chunk]; }
 
   // Writes chunk `chunk` of group g's key fingerprints to `out`; false
@@ -351,20 +354,26 @@ class Query {
     return present;
   }
 
-  // Whether tokens [start, end) are covered by present chunks of every
+  // Whether router block `block` is covered by present chunks of every
   // full-attention group (looked up already by Blocks).
-  bool BlockHit(size_t start, size_t end) {
+  bool BlockHit(size_t block) {
+    const size_t b = layout_.router_block_size();
     for (size_t g = 0; g < layout_.groups().size(); ++g) {
       const Layout::Group& group = layout_.groups()[g];
       if (group.kind != GroupKind::kFullAttention) continue;
-      const size_t last = (end - 1) / group.block_size;
+      // Chunks as long as a router block (the usual layout) need no
+      // division: block i is chunk i.
+      const bool one_to_one = group.block_size == b;
+      const size_t first = one_to_one ? block : block * b / group.block_size;
+      const size_t last = one_to_one ? block : ((block + 1) * b - 1) / group.block_size;
       if (last >= ChunksInside(g)) return false;  // a chunk past the request's end
-      for (size_t chunk = start / group.block_size; chunk <= last; ++chunk) {
+      for (size_t chunk = first; chunk <= last; ++chunk) {
         if (PresenceOf(g, chunk) != Presence::kPresent) return false;
       }
     }
     return true;
   }
+
 
   // The longest prefix (tokens, at most `credited`) whose full-attention
   // chunks are all present: chunk ends are walked in order across groups.
