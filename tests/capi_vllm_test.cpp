@@ -240,4 +240,23 @@ TEST_F(CapiVllm, BlockHashesByDigestOrEventHash) {
   EXPECT_EQ(prefix, 99u);
 }
 
+// A caller's n_tokens bounds nothing a query allocates or walks: with one
+// digest and a request "of" 2^50 tokens, the answer is that digest's chunk,
+// at once (no candidate past the hashes given is tried).
+TEST_F(CapiVllm, AHugeTokenCountWithFewHashesIsAnsweredAtOnce) {
+  StoreChunk(kChain[0]);
+  const std::vector<uint8_t> digest = Bytes(kChain[0]);
+  sci_block_hashes hashes = SCI_BLOCK_HASHES_INIT;
+  hashes.digests = digest.data();
+  hashes.n_hashes = 1;
+  hashes.n_tokens = size_t{1} << 50;
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK) << sci_last_error();
+  EXPECT_EQ(prefix, 1u);
+  hashes.digests = nullptr;
+  hashes.event_hashes = kEventHashes;
+  ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK) << sci_last_error();
+  EXPECT_EQ(prefix, 1u);
+}
+
 }  // namespace

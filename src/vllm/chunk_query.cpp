@@ -206,11 +206,13 @@ class Query {
     scratch_.blocks_per_chunk.resize(groups);
     for (size_t g = 0; g < groups; ++g) {
       const uint32_t size = layout.groups()[g].block_size;
-      scratch_.presence_at[g] = entries;
-      entries += n_tokens_ / size;
       scratch_.blocks_per_chunk[g] = size / layout.hash_block_size();
-      // Chunks of group g that end inside the request and whose digest the source has.
+      // Chunks of group g that end inside the request and whose digest the
+      // source has: all a query can look up, so all it remembers (a
+      // caller's n_tokens, with the hashes given, bounds nothing).
       scratch_.chunks_inside[g] = std::min(n_tokens_ / size, chain_.available() / scratch_.blocks_per_chunk[g]);
+      scratch_.presence_at[g] = entries;
+      entries += scratch_.chunks_inside[g];
     }
     if (scratch_.presence.size() < entries) scratch_.presence.resize(entries);
     std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries),
@@ -256,8 +258,10 @@ class Query {
     result.n_pages = n_tokens_ / b;
     // The engine computes at least the last token: at most (n - 1) / b blocks.
     const size_t credited = n_tokens_ == 0 ? 0 : (n_tokens_ - 1) / b * b;
-    size_t limit = credited;
-    if (layout_.has_full_attention()) limit = std::min(limit, FullAttentionRun(credited));
+    // No candidate past the digests the source has can hold (its chunks
+    // are not inside): with the hashes given, n_tokens may say far more.
+    size_t limit = std::min(credited, chain_.available() * layout_.hash_block_size());
+    if (layout_.has_full_attention()) limit = std::min(limit, FullAttentionRun(limit));
     size_t answer = 0;
     for (size_t candidate = limit / layout_.alignment() * layout_.alignment(); candidate > 0;
          candidate -= layout_.alignment()) {
@@ -436,7 +440,7 @@ class Query {
       }
       if (oldest == nullptr) continue;
       ++chunks_looked_up_;
-      PresenceOf(oldest->group, oldest->chunk) = present ? Presence::kPresent : Presence::kAbsent;
+      if (oldest->known) PresenceOf(oldest->group, oldest->chunk) = present ? Presence::kPresent : Presence::kAbsent;
       if (!present) return oldest->end - 1;
       head = (head + 1) % (depth + 1);
       --count;
