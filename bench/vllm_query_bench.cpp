@@ -199,7 +199,7 @@ class Fixture {
     const uint64_t foreign = ForeignKeys();
     std::fprintf(stderr, "building the vLLM index (%llu foreign keys, %zu prompts per shape)...\n",
                  static_cast<unsigned long long>(foreign), kPrompts);
-    index_ = std::make_unique<Index>(IndexOptions{.max_entries = uint64_t{4} << 20});
+    index_ = std::make_unique<Index>(vllm::VllmIndexOptions(IndexOptions{.max_entries = uint64_t{4} << 20}));
     std::vector<std::string> keys;
     for (Shape s : {Shape::kQwen, Shape::kHybrid}) {
       ShapeData& data = shape(s);

@@ -54,8 +54,8 @@ sci_status sci_index_new(const sci_index_options* opts, sci_index** out) {
   return Guard("sci_index_new", [&] {
     if (out == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: out is NULL");
     *out = nullptr;
-    // A C index serves either family; SGLang's head-named groups are counted.
-    sci::IndexOptions options = sci::SGLangIndexOptions();
+    // A C index serves every family: it takes each family's conventions.
+    sci::IndexOptions options = sci::vllm::VllmIndexOptions(sci::SGLangIndexOptions());
     if (opts != nullptr) {
       if (!HasStructSize(opts->struct_size, SCI_FIELD_END(sci_index_options, max_entries))) {
         return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: opts->struct_size %u is too small (need >= %u)",

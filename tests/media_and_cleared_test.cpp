@@ -222,7 +222,7 @@ TEST(MediaAndCleared, TheVllmConnectorKeyAnswersItsChunkFromTheKey) {
 
   for (const Residency residency : {Residency::kObject, Residency::kPerMedium}) {
     SCOPED_TRACE(residency == Residency::kObject ? "object rule" : "per-medium rule");
-    IndexOptions options;
+    IndexOptions options = vllm::VllmIndexOptions();
     options.residency = residency;
     Index index(options);
     DecodedMessage scratch;

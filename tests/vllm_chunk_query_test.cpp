@@ -102,7 +102,7 @@ class VllmQuery : public ::testing::Test {
     return hits;
   }
 
-  Index index_;
+  Index index_{VllmIndexOptions()};
   uint64_t sequence_ = 0;
 };
 
@@ -303,6 +303,22 @@ TEST_F(VllmQuery, AnEventHashTwoDigestsShareNeverHits) {
   Apply(EventKind::kStored, {"m@g@" + b});
   ASSERT_TRUE(index_.DigestOfEventHash(0x1111111111111111ull, &digest));
   EXPECT_EQ(Hex(digest), b);
+}
+
+// The index knows no family: without vLLM's separator in its options it
+// keeps no digest, so no event hash resolves (a miss), while the keys
+// still answer queries by tokens.
+TEST(VllmIndexOptions, AnIndexWithoutTheSeparatorResolvesNoEventHash) {
+  Index plain;
+  const std::string key = "m@g@" + std::string(64, '1');
+  const std::vector<Event> events = {Event{EventKind::kStored, key, {}, {}, "cpu"}};
+  plain.ApplyBatch(1, events);
+  BlockDigest resolved{};
+  EXPECT_FALSE(plain.DigestOfEventHash(0x1111111111111111ull, &resolved));
+  EXPECT_TRUE(plain.Contains({}, key));
+  Index with(VllmIndexOptions());
+  with.ApplyBatch(1, events);
+  EXPECT_TRUE(with.DigestOfEventHash(0x1111111111111111ull, &resolved));
 }
 
 TEST_F(VllmQuery, TheEventsGroupIdIsNeverTrusted) {

@@ -191,7 +191,7 @@ class VllmConcurrency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(VllmConcurrency, NoReaderSeesAChunkWhoseKeysWereNeverAllPresent) {
   const Case c = GetParam();
-  Index index;
+  Index index(VllmIndexOptions());
   const auto layout = MakeLayout(c);
   ASSERT_NE(layout, nullptr);
   const std::vector<Prompt> prompts = MakePrompts();

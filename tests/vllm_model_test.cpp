@@ -531,7 +531,7 @@ class Driver {
   Model model_;
   std::mt19937_64 rng_;
   std::vector<Request> requests_;
-  Index index_;
+  Index index_{VllmIndexOptions()};
   uint64_t sequence_ = 0;
   std::vector<OwnedEvent> last_batch_;
   size_t last_request_ = 0;

@@ -53,7 +53,7 @@ TEST(VllmQueryAllocation, WarmQueriesAllocateNothing) {
   std::string error;
   const auto layout = Layout::Create(Hybrid(), &error);
   ASSERT_NE(layout, nullptr) << error;
-  Index index;
+  Index index(VllmIndexOptions());
   std::vector<uint32_t> stored(kTokens), other(kTokens);
   std::iota(stored.begin(), stored.end(), 1000u);
   std::iota(other.begin(), other.end(), 50000u);

@@ -45,7 +45,7 @@ class AdoptionQueue {
     Fingerprint head;       // the keys' common head (page_tails.h), if has_head
     uint64_t tenant_seed = 0;  // of the keys, with has_head
     bool has_head = false;
-    bool group_named_by_head = false;  // `group` is "sglang-hicache:<head>" (stray_keys.h)
+    bool group_named_by_head = false;  // `group` is "<head_group_prefix><head>" (stray_keys.h)
     uint32_t layout = 0;    // the LayoutId of the key set the query checked
     uint32_t first_key = 0; // the request's keys: keys[first_key, first_key + n_keys)
     uint32_t n_keys = 0;

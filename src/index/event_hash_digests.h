@@ -1,12 +1,12 @@
 // The digests behind engines' 64-bit event hashes: for every present key
-// that ends with "@" and a 64-hex-digit digest (vLLM's chunk keys:
-// "<prefix>@<chunk hash hex>"), the digest, found by its low 64 bits.
+// that ends with a separator and a 64-hex-digit digest, the digest, found
+// by its low 64 bits. Which separator is a layout family's convention,
+// given to the index (IndexOptions::digest_key_separator).
 //
-// Why. vLLM's GPU KV events carry a block's digest as its low 64 bits
-// (int.from_bytes(digest, "big") & (2**64 - 1): bytes 24..31, big-endian).
-// A router that holds only those can still ask about the pool's keys,
-// which carry the whole digest: each event hash is resolved here, then the
-// keys are looked up as usual. Two digests sharing their low 64 bits are
+// Why. An engine's KV events may carry a block's digest as its low 64 bits
+// only (bytes 24..31, big-endian). A router that holds only those can still
+// ask about the pool's keys, which carry the whole digest: each event hash
+// is resolved here, then the keys are looked up as usual. Two digests sharing their low 64 bits are
 // ambiguous: the entry says so and never resolves, until none is left.
 //
 // Conservative where it is not exact: a tenant's clear drops keys without
@@ -30,10 +30,14 @@ class EventHashDigests {
  public:
   using Digest = std::array<uint8_t, 32>;
 
-  // The digest a key ends with, if it ends with "@" and 64 lowercase hex digits.
-  static bool DigestOfKey(std::string_view key, Digest* digest) {
+  // The digest a key ends with, if it ends with `separator` (not empty) and
+  // 64 lowercase hex digits.
+  static bool DigestOfKey(std::string_view key, std::string_view separator, Digest* digest) {
     constexpr size_t kHex = 64;
-    if (key.size() <= kHex || key[key.size() - kHex - 1] != '@') return false;
+    if (separator.empty() || key.size() < kHex + separator.size() ||
+        key.substr(key.size() - kHex - separator.size(), separator.size()) != separator) {
+      return false;
+    }
     const char* hex = key.data() + key.size() - kHex;
     for (size_t i = 0; i < digest->size(); ++i) {
       const int high = Nibble(hex[2 * i]), low = Nibble(hex[2 * i + 1]);

@@ -54,7 +54,7 @@ inline uint64_t WithTenantTag(uint64_t high, uint64_t tenant_seed) {
 }
 
 // Keys that name a page carry its hash, a run of 64 hex digits, followed by
-// a suffix (SGLang: "<hash>_3_k", "<prefix>_<hash>__swa"). Such a key is
+// a suffix (e.g. "<hash>_3_k", "<prefix>_<hash>__swa"). Such a key is
 // fingerprinted in two parts, the bytes up to the end of those 64 digits
 // (the head) and the rest (the tail), then the two 128-bit parts together:
 // every key of a page shares its head, and every page of a layout shares the
@@ -94,7 +94,7 @@ inline uint64_t HexDigitMask64(const char* p) {
 // Just past the 64th digit of `bytes`' first run of at least 64 hex digits
 // (either case), or kNoHexRun. The writer calls it for every event, so it
 // tests 64-byte windows at once and skips past each window's last
-// non-digit: an SGLang key costs one window.
+// non-digit: a key whose hash starts it costs one window.
 inline constexpr size_t kNoHexRun = static_cast<size_t>(-1);
 inline size_t HexRunEnd(std::string_view bytes) {
   // No window starting before `start` is all digits, so the first one that

@@ -10,7 +10,8 @@ namespace sci {
 Index::Index(IndexOptions options)
     : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries),
       residency_(options.residency),
-      head_group_prefix_(std::move(options.head_group_prefix)) {}
+      head_group_prefix_(std::move(options.head_group_prefix)),
+      digest_key_separator_(std::move(options.digest_key_separator)) {}
 
 // ---------------------------------------------------------------- writer --
 
@@ -170,7 +171,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   if (event.kind == EventKind::kStored) WarnIfTailNumbersRanOut();
 }
 
-Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key) {
+Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key) const {
   KeyName name;
   KeySplit split;
   name.key = FingerprintOf(tenant_seed, object_key, &split);
@@ -182,7 +183,7 @@ Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key)
     name.tail = TailId(name.tail_bytes);
     name.head_bytes = object_key.substr(0, split.at);
   }
-  name.digest_ended = EventHashDigests::DigestOfKey(object_key, &name.digest);
+  name.digest_ended = EventHashDigests::DigestOfKey(object_key, digest_key_separator_, &name.digest);
   return name;
 }
 
@@ -484,7 +485,7 @@ Fingerprint Index::HeadGroupOf(const KeyName& key) {
   // "<head_group_prefix><head>" is hash-ended (fingerprint.h: the head ends
   // with its first run of 64 digits), so its fingerprint is the 64 digits
   // mixed by the secret of what precedes them: the same few prefixes
-  // (SGLang's "sglang-hicache:", "sglang-hicache:<tag>_") for nearly every
+  // (a family's prefix, and a tag its heads may begin with) for nearly every
   // key, so the secret is kept, and a snapshot key costs one NH round.
   // (Called for strays only, which need a head_group_prefix_.)
   const size_t digits = key.head_bytes.size() - kFingerprintHexRun;

@@ -48,8 +48,8 @@
 // check would leave had the keys come from the stream with their group.
 //
 // Stray keys (stray_keys.h). Groups named after their keys' head
-// ("<IndexOptions::head_group_prefix><head>": SGLang's "sglang-hicache:<head>")
-// remember the head; a present key not
+// ("<IndexOptions::head_group_prefix><head>") remember the head; a present
+// key not
 // stored under its head's group is counted by that group, so an unknown
 // group with no such count proves its page's keys absent.
 //
@@ -121,13 +121,20 @@ struct IndexOptions {
   static constexpr uint64_t kDefaultMaxEntries = uint64_t{1} << 25;  // 33,554,432
   uint64_t max_entries = kDefaultMaxEntries;  // keys + groups
   Residency residency = Residency::kObject;
-  // A layout family's convention, if it names a page's group after its
-  // keys' head: the group id is this followed by the head (SGLang's
-  // "sglang-hicache:", sglang/layout.h). Set, the index counts stray keys
-  // under it (stray_keys.h), so a query may take an unknown group with no
-  // stray for an absent page (HeadNamedGroupsCounted). Empty: the index
-  // counts none. The index itself knows no family: whoever makes it says.
+  // The index itself knows no layout family: whoever makes it passes the
+  // conventions of the families it serves (each family's layout header
+  // offers its options).
+  //
+  // A family that names a page's group after its keys' head: the group id
+  // is this followed by the head. Set, the index counts stray keys under it
+  // (stray_keys.h), so a query may take an unknown group with no stray for
+  // an absent page (HeadNamedGroupsCounted). Empty: the index counts none.
   std::string head_group_prefix = {};
+  // A family whose keys end with this and a 64-hex-digit digest, which its
+  // engines name by the digest's low 64 bits: set, the index keeps those
+  // digests by their low 64 bits (event_hash_digests.h, DigestOfEventHash).
+  // Empty: none is kept, and every event hash is unresolved (a miss).
+  std::string digest_key_separator = {};
 };
 
 // What a query learned about a group before checking its keys.
@@ -235,9 +242,9 @@ class Index {
   // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
-  // The digest that present keys ending "@<64 hex digits>" carry for an
-  // engine's 64-bit event hash (event_hash_digests.h); false when none or
-  // more than one does.
+  // The digest that present keys ending "<digest_key_separator><64 hex
+  // digits>" carry for an engine's 64-bit event hash (event_hash_digests.h);
+  // false when none or more than one does, or with no separator.
   bool DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const
       ABSL_LOCKS_EXCLUDED(tables_lock_);
   // Whether every key is present, and whether each was stored under
@@ -424,10 +431,10 @@ class Index {
     Fingerprint tail;            // with split: TailId of its tail
     std::string_view tail_bytes; // with split: the tail (a view of the event's key)
     std::string_view head_bytes; // with split: the head (a view of the event's key)
-    bool digest_ended = false;   // the key ends "@<64 hex digits>": event_digests_ knows it
+    bool digest_ended = false;   // the key ends "<digest_key_separator_><64 hex digits>": event_digests_ knows it
     EventHashDigests::Digest digest;  // with digest_ended
   };
-  static KeyName NameKey(uint64_t tenant_seed, std::string_view object_key);
+  KeyName NameKey(uint64_t tenant_seed, std::string_view object_key) const;
   // `group_head`: the head part `group` is named after (HeadNamedBy), or
   // zero. `medium`: the stored medium's bit under the per-medium rule (0:
   // unknown, and always under the object rule).
@@ -502,7 +509,8 @@ class Index {
 
   const uint64_t max_entries_;
   const Residency residency_;
-  const std::string head_group_prefix_;  // IndexOptions::head_group_prefix
+  const std::string head_group_prefix_;     // IndexOptions::head_group_prefix
+  const std::string digest_key_separator_;  // IndexOptions::digest_key_separator
 
   // Guards every table below: see "Concurrency" above.
   mutable TableLock tables_lock_;
@@ -517,7 +525,8 @@ class Index {
   PageTailsTable page_tails_ ABSL_GUARDED_BY(tables_lock_);
   // Tail numbers: never taken back, not even by a clear (tail_interner.h).
   TailInterner tails_ ABSL_GUARDED_BY(tables_lock_);
-  // Digests of keys ending "@<digest>", by their low 64 bits (event_hash_digests.h).
+  // Digests of keys ending "<digest_key_separator_><digest>", by their low
+  // 64 bits (event_hash_digests.h).
   EventHashDigests event_digests_ ABSL_GUARDED_BY(tables_lock_);
   // Stray keys by their head's group (stray_keys.h); 1 MiB, apart.
   StrayKeyCounts strays_ ABSL_GUARDED_BY(tables_lock_);

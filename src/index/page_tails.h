@@ -3,8 +3,8 @@
 // tail numbers (index/tail_interner.h), and whether the keys present under
 // it were all stored under one group.
 //
-// Why: a page's keys share their head and differ only by tail (an SGLang
-// tp8 page: "<hash>_0_k" ... "<hash>_7_v"). Checked key by key, a page not
+// Why: a page's keys share their head and differ only by tail (a tp8
+// page of eight ranks' K and V: "<hash>_0_k" ... "<hash>_7_v"). Checked key by key, a page not
 // verified by its group reads 16 scattered table lines; on a prompt the
 // router never saw, with the tables out of the core's caches, those lines
 // cost as much as hashing the page (bench/README.md, sixth pass). Checked

@@ -6,9 +6,9 @@
 // convention, given to the index (IndexOptions::head_group_prefix); the
 // index counts strays only under one.
 //
-// Why. SGLang names a page's group after its keys' head: the keys
-// "<head>_0_k" ... "<head>_7_v" are stored under "sglang-hicache:<head>"
-// (docs/sglang-hicache.md). A group lives exactly while a key is stored
+// Why. A family may name a page's group after its keys' head: the keys
+// "<head>_0_k" ... "<head>_7_v" stored under "<head_group_prefix><head>"
+// (docs/architecture.md lists the families that do). A group lives exactly while a key is stored
 // under it, so for a layout that names its groups so (Layout::
 // groups_named_by_key_heads), "the page's group is unknown" means "none of
 // its keys is stored under its group": a key of it can then be present only

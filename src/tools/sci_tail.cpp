@@ -19,6 +19,7 @@
 #include "feed/endpoint_syntax.h"
 #include "index/index.h"
 #include "sglang/layout.h"
+#include "vllm/layout.h"
 #include "json_line.h"
 #include "wire/message_apply.h"
 #include "stats_json.h"
@@ -398,7 +399,9 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
 
 // --residency as the index's options.
 bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::string* error) {
-  *options = SGLangIndexOptions(*options);  // the stray_keys gauge of SGLang pages
+  // As a C index: every family's conventions (the stray_keys gauge of
+  // SGLang pages, vLLM's digests).
+  *options = vllm::VllmIndexOptions(SGLangIndexOptions(*options));
   const std::string rule = flags.Get("residency", "object");
   if (rule == "object") {
     options->residency = Residency::kObject;

@@ -12,6 +12,7 @@
 
 #include "common/cat.h"
 #include "common/json_text.h"
+#include "vllm/layout.h"
 #include "vllm/layout_spec.h"
 
 namespace sci::vllm {
@@ -180,7 +181,7 @@ bool DescriptorReader::ReadHash(const json& descriptor, std::string_view base, L
   // mapping would resolve them to the wrong digests.
   const struct {
     std::string_view name, only;
-  } fixed[] = {{"digest_encoding", "hex"}, {"key_separator", "@"}, {"gpu_event_hash", "low64"}};
+  } fixed[] = {{"digest_encoding", "hex"}, {"key_separator", kKeySeparator}, {"gpu_event_hash", "low64"}};
   for (const auto& field : fixed) {
     const std::string path = Path(hash_path, field.name);
     std::optional<std::string> value;

@@ -91,7 +91,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     group.first_prefix = static_cast<uint32_t>(layout->prefixes_.size());
     group.n_prefixes = static_cast<uint32_t>(spec_group.key_prefixes.size());
     for (const std::string& prefix : spec_group.key_prefixes) {
-      std::string with_separator = prefix + "@";
+      std::string with_separator = prefix + std::string(kKeySeparator);
       // A prefix holding a run of 64 hex digits would split the key there
       // (fingerprint.h): such keys are fingerprinted whole, as the writer does.
       const bool hash_ended = HexRunEnd(with_separator) == kNoHexRun;

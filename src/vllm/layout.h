@@ -20,11 +20,23 @@
 #include <vector>
 
 #include "index/fingerprint.h"
+#include "index/index.h"
 #include "query/digest.h"
 #include "vllm/block_hash.h"
 #include "vllm/layout_spec.h"
 
 namespace sci::vllm {
+
+// A chunk's object key is "<key prefix><kKeySeparator><chunk hash hex>".
+inline constexpr std::string_view kKeySeparator = "@";
+
+// Options for an index serving vLLM layouts: `options` with vLLM's keys'
+// digests kept by their low 64 bits, so that queries by the engine's event
+// hashes resolve (IndexOptions::digest_key_separator).
+inline IndexOptions VllmIndexOptions(IndexOptions options = {}) {
+  options.digest_key_separator = std::string(kKeySeparator);
+  return options;
+}
 
 class Layout {
  public:
