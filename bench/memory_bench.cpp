@@ -70,6 +70,10 @@ BENCHMARK_CAPTURE(BM_MemoryPerKey, pages1m, Shape::kTp8Pages, 1'000'000)
     ->Name("memory/tp8_pages/keys:1m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m, Shape::kTp8Pages, 10'000'000)
     ->Name("memory/tp8_pages/keys:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, pages30m, Shape::kTp8Pages, 30'000'000)
+    ->Name("memory/tp8_pages/keys:30m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, pages100m, Shape::kTp8Pages, 100'000'000)
+    ->Name("memory/tp8_pages/keys:100m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m_per_medium, Shape::kTp8Pages, 10'000'000, Residency::kPerMedium)
     ->Name("memory/tp8_pages/keys:10m/per_medium")->Iterations(1)->Unit(benchmark::kMillisecond);
 
