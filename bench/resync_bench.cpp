@@ -18,6 +18,11 @@
 //   live_events_per_s  the stream's measured rate (it runs from before the
 //                  download until the resync is done)
 //   keys_after     keys in the index once caught up (snapshot + live)
+//   live_message_bytes  frame bytes of one 64-event message of the stream
+//   stream_MB_held the stream's frame bytes sent from the snapshot request
+//                  to the resync's end: what the subscriber had to hold
+//                  meanwhile (its resync buffer counts them, plus 256 B a
+//                  message, against resync_buffer_bytes)
 // The run fails (SkipWithError) if the index did not catch up with every
 // message sent, or saw a gap.
 #include <benchmark/benchmark.h>
@@ -192,6 +197,19 @@ void LoadReference(Index& index, uint64_t n) {
   }
 }
 
+// The frame bytes of one message of the paced stream (64 stored events).
+double LiveMessageBytes() {
+  std::vector<MooncakeEvent> events(64);
+  std::vector<std::string> keys(64);
+  for (size_t i = 0; i < 64; ++i) {
+    keys[i] = "live-" + std::to_string(1'000'000 + i);
+    events[i] = testing::StoredEvent(1'000'000 + i, keys[i]);
+  }
+  size_t bytes = 0;
+  for (const std::string& frame : testing::LoopbackPublisher::EncodeBatch(1, events)) bytes += frame.size();
+  return static_cast<double>(bytes);
+}
+
 // Warnings and errors of the library go to stderr: a failed resync says why.
 void PrintWarnings(void*, int32_t level, const char* msg, size_t) {
   if (level >= static_cast<int32_t>(LogLevel::kInfo)) std::fprintf(stderr, "%s\n", msg);
@@ -268,6 +286,12 @@ void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s,
         peak_reset ? (static_cast<double>(peak) - static_cast<double>(rss_before) - static_cast<double>(index_bytes)) / 1e6
                    : -1;
     state.counters["live_events_per_s"] = stream.events_per_s();
+    // What the stream sent while the snapshot downloaded and loaded (all of
+    // it held until the replay), in frame bytes: what resync_buffer_bytes
+    // counts (plus 256 B a message), against overhead_MB.
+    const double message_bytes = LiveMessageBytes();
+    state.counters["live_message_bytes"] = message_bytes;
+    state.counters["stream_MB_held"] = stream.events_per_s() * seconds / 64 * message_bytes / 1e6;
     state.counters["keys_after"] = static_cast<double>(s.keys);
   }
 }
