@@ -487,7 +487,9 @@ def scale_rows(r, row):
             f"{fmt(rate / 1e6, 'M')} keys/s, {fmt(overhead, ' MB')} beyond the index", f"{rate / 1e6:.2f}",
             rate >= 1e6 and overhead <= 64,
             f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; "
-            f"index {fmt(r.counter(name, 'index_MB'), ' MB')}")
+            f"index {fmt(r.counter(name, 'index_MB'), ' MB')}"
+            + (f"; stream held meanwhile {fmt(r.counter(name, 'stream_MB_held'), ' MB')}"
+               if r.counter(name, "stream_MB_held") else ""))
 
 
 def plot_scale(r, path):
