@@ -13,8 +13,8 @@
 #   --scale  instead of the suite: one router's index at 1M, 10M, 30M and
 #            100M keys (scale_bench, bench/results/scale_bench.json) and the
 #            30M-key resync (bench/results/resync_bench_30m.json), then the
-#            table again with the scale rows and bench/scale.png. About ten
-#            minutes; needs ~6 GB free (bench/README.md, "Scale").
+#            table again with the scale rows and bench/scale.png. About five
+#            minutes; needs ~5 GB free (bench/README.md, "Scale").
 # Without --quick each query and ingest benchmark runs 5 times; the table
 # reports the median, with the range of the 5 where it matters (about ten
 # minutes in all).
