@@ -23,71 +23,15 @@
 #include "sglang/layout.h"
 #include "wire/message_apply.h"
 #include "encode/mooncake_encoder.h"
+#include "production_stream.h"
 #include "query_fixture.h"
 #include "wire/wire_decoder.h"
 
 namespace sci::bench {
 namespace {
 
-constexpr size_t kBatch = 64;
-constexpr size_t kChunks = 512;  // batches stored, then removed
-
-// Payloads of the 2 * kChunks messages of one cycle.
-struct Stream {
-  std::vector<std::string> keys, groups;
-  std::vector<std::string> payloads;
-  size_t payload_bytes = 0;
-
-  Stream() {
-    const size_t n = kChunks * kBatch;
-    for (size_t k = 0; k < n; ++k) {
-      const std::string hash = ForeignPageHash(k / 16, /*salt=*/0xFEED);
-      keys.push_back(hash + "_" + std::to_string(k % 16 / 2) + (k % 2 == 0 ? "_k" : "_v"));
-      groups.push_back("sglang-hicache:" + hash);
-    }
-    uint64_t event_id = 1;
-    for (bool stored : {true, false}) {
-      for (size_t chunk = 0; chunk < kChunks; ++chunk) {
-        std::vector<MooncakeEvent> events(kBatch);
-        for (size_t i = 0; i < kBatch; ++i) {
-          const size_t k = chunk * kBatch + i;
-          MooncakeEvent& e = events[i];
-          e.event_id = event_id++;
-          e.stored = stored;
-          e.object_key = keys[k];
-          e.group_id = groups[k];
-          e.medium = "cpu";
-          e.base_block_idx = k / 16;
-        }
-        std::string payload;
-        EncodeMooncakePayload(/*timestamp_ms=*/1'764'000'000'000, events, &payload);
-        payload_bytes += payload.size();
-        payloads.push_back(std::move(payload));
-      }
-    }
-  }
-
-  static const Stream& Get() {
-    static const Stream* const stream = new Stream();
-    return *stream;
-  }
-};
-
-// The frames of one message: empty topic, the sequence, the payload.
-class Frames {
- public:
-  std::span<const std::span<const uint8_t>> Of(uint64_t sequence, const std::string& payload) {
-    sequence_ = EncodeSequence(sequence);
-    frames_[0] = std::span<const uint8_t>();
-    frames_[1] = std::span<const uint8_t>(sequence_.data(), sequence_.size());
-    frames_[2] = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-    return frames_;
-  }
-
- private:
-  std::array<uint8_t, 8> sequence_{};
-  std::span<const uint8_t> frames_[3];
-};
+constexpr size_t kBatch = kStreamBatch;
+constexpr size_t kChunks = kStreamChunks;
 
 // An index of `size` foreign keys, plus where the stream stands on it.
 struct Target {
@@ -111,12 +55,12 @@ void ReportEvents(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(events));
   state.counters["events_per_s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
   state.counters["payload_bytes_per_event"] =
-      static_cast<double>(Stream::Get().payload_bytes) / static_cast<double>(2 * kChunks * kBatch);
+      static_cast<double>(ProductionStream::Get().payload_bytes) / static_cast<double>(2 * kChunks * kBatch);
 }
 
 void BM_Decode(benchmark::State& state) {
-  const Stream& stream = Stream::Get();
-  Frames frames;
+  const ProductionStream& stream = ProductionStream::Get();
+  MessageFrames frames;
   DecodedMessage scratch;
   std::string error;
   size_t at = 0;
@@ -132,11 +76,11 @@ void BM_Decode(benchmark::State& state) {
 }
 
 void BM_Apply(benchmark::State& state, uint64_t size) {
-  const Stream& stream = Stream::Get();
+  const ProductionStream& stream = ProductionStream::Get();
   // Decoded once up front: the events are views into the payloads.
   static const std::vector<std::vector<Event>>* const decoded = [&stream] {
     auto* all = new std::vector<std::vector<Event>>();
-    Frames frames;
+    MessageFrames frames;
     DecodedMessage scratch;
     for (const std::string& payload : stream.payloads) {
       if (!DecodeMessage(frames.Of(1, payload), &scratch, nullptr)) throw std::logic_error("undecodable payload");
@@ -158,9 +102,9 @@ void BM_Apply(benchmark::State& state, uint64_t size) {
 }
 
 void BM_DecodeApply(benchmark::State& state, uint64_t size) {
-  const Stream& stream = Stream::Get();
+  const ProductionStream& stream = ProductionStream::Get();
   Target& target = Target::ForSize(size);
-  Frames frames;
+  MessageFrames frames;
   DecodedMessage scratch;
   std::string error;
   const Stats before = target.index->GetStats();

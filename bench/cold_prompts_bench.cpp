@@ -72,10 +72,6 @@
 // a machine busy with other work does not distort.
 #include <benchmark/benchmark.h>
 
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
-
-#include <algorithm>
 #include <time.h>
 
 #include <atomic>
@@ -85,245 +81,17 @@
 #include <thread>
 #include <vector>
 
-#include "sglang/layout.h"
-#include "sglang/page_query.h"
-#include "query_fixture.h"
+#include "cold_fixture.h"
 
 namespace sci::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kPages = 169;
-constexpr size_t kPrompts = 48;          // >= 41 distinct prompts per pass
-constexpr size_t kUnrelatedPrompts = 256;
-constexpr size_t kStoredHalf = 84;  // ends_at_page:84
 constexpr uint64_t kForeignKeys = 1'000'000;
-// What is pushed out of the caches before each timed call (see above).
-enum class Eviction { kNone, kPrivateCaches, kDram };
-constexpr size_t kPrivateCachesBytes = size_t{8} << 20;  // evict8m
-constexpr size_t kDramBytes = size_t{512} << 20;         // dram512m
-const char* EvictionName(Eviction eviction) {
-  switch (eviction) {
-    case Eviction::kNone:
-      return "rotation";
-    case Eviction::kPrivateCaches:
-      return "evict8m";
-    case Eviction::kDram:
-      return "dram512m";
-  }
-  return "?";
-}
 
-double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-// SHA-256 of the first `pages` pages of `tokens`, chained, the way the
-// query computes them, with nothing else around it.
-PageDigest HashPagesAlone(const std::vector<uint32_t>& tokens, size_t pages) {
-  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(tokens.data());
-  constexpr size_t kPageBytes = kPageSize * sizeof(uint32_t);
-  PageDigest digest{};
-  for (size_t page = 0; page < pages; ++page) {
-    SHA256_CTX ctx;
-    SHA256_Init(&ctx);
-    if (page > 0) SHA256_Update(&ctx, digest.data(), digest.size());
-    SHA256_Update(&ctx, bytes + page * kPageBytes, kPageBytes);
-    SHA256_Final(digest.data(), &ctx);
-  }
-  return digest;
-}
-
-class ColdFixture {
- public:
-  static ColdFixture& Get() {
-    static ColdFixture fixture;
-    return fixture;
-  }
-
-  Index& index() { return *index_; }
-  const Layout& layout() const { return *layout_; }
-  const std::vector<uint32_t>& prompt(size_t i) const { return prompts_[i % prompts_.size()]; }
-  const std::vector<uint32_t>& unrelated(size_t i) const { return unrelated_[i % unrelated_.size()]; }
-  // Prompt `i`'s first kStoredHalf pages, then pages nobody stored.
-  const std::vector<uint32_t>& half_stored(size_t i) const { return half_stored_[i % half_stored_.size()]; }
-  size_t required_keys() const { return required_keys_; }
-  uint64_t* sequence() { return &sequence_; }
-
-  // Verifies every prompt's groups from a thread other than the caller's:
-  // the caller's memo never sees these prompts.
-  void VerifyElsewhere() {
-    std::thread verifier([this] {
-      std::vector<uint8_t> hits(kPages);
-      for (const auto& tokens : prompts_) CheckPages(*index_, *layout_, tokens, kPageSize, hits);
-    });
-    verifier.join();
-  }
-
-  // Drops the verification of prompt `i`'s groups: each page's first key
-  // is stored again under its group (a new object of the group), in
-  // 64-event batches. The keys stay present under the same groups.
-  void DropVerification(size_t i) {
-    const std::vector<std::string>& keys = restore_keys_[i % kPrompts];
-    const std::vector<std::string>& groups = restore_groups_[i % kPrompts];
-    std::vector<Event> batch;
-    for (size_t first = 0; first < keys.size(); first += 64) {
-      batch.clear();
-      for (size_t k = first; k < std::min(keys.size(), first + 64); ++k) {
-        batch.push_back(Event{EventKind::kStored, keys[k], groups[k], {}, "cpu"});
-      }
-      index_->ApplyBatch(sequence_++, batch);
-    }
-  }
-  // ... of every prompt's groups.
-  void DropVerification() {
-    for (size_t i = 0; i < kPrompts; ++i) DropVerification(i);
-  }
-
-  // Every prompt's keys as a resync leaves them: removed (their groups and
-  // summary entries go with them), then loaded as a snapshot loads keys, with
-  // no group. StoreGroupsAgain undoes it.
-  void LoadAsSnapshot() {
-    for (size_t i = 0; i < kPrompts; ++i) {
-      RemovePromptKeys(i);
-      const std::vector<std::string> keys = PromptKeys(i);
-      const std::vector<std::string_view> views(keys.begin(), keys.end());
-      index_->LoadKeys(views);
-    }
-  }
-  void StoreGroupsAgain() {
-    for (size_t i = 0; i < kPrompts; ++i) {
-      RemovePromptKeys(i);  // else the summary entries made now would see keys of no group
-      StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_);
-    }
-  }
-
-  // evict8m, dram512m: reads through a buffer larger than the caches to
-  // empty (allocated on first use: 512 MiB is not for every run).
-  void Evict(Eviction eviction) {
-    if (eviction == Eviction::kNone) return;
-    std::vector<uint64_t>& buffer = eviction == Eviction::kDram ? dram_evict_ : evict_;
-    const size_t bytes = eviction == Eviction::kDram ? kDramBytes : kPrivateCachesBytes;
-    if (buffer.empty()) buffer.assign(bytes / sizeof(uint64_t), 1);
-    uint64_t sum = 0;
-    for (size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i];
-    benchmark::DoNotOptimize(sum);
-  }
-
- private:
-  ColdFixture() : layout_(LayoutNamed("tp8")) {
-    std::fprintf(stderr, "building the cold-prompt index (1M foreign keys, %zu prompts)...\n", kPrompts);
-    index_ = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = uint64_t{4} << 20}));
-    for (size_t i = 0; i < kPrompts; ++i) {
-      prompts_.push_back(PromptTokens(7'000'000 + i, kPages));
-      prompt_hashes_.push_back(PageHashesHex(prompts_.back(), kPageSize, false));
-      const std::vector<std::string>& hashes = prompt_hashes_.back();
-      required_keys_ = StoreRequestObjects(*index_, *layout_, hashes, kPages, &sequence_);
-      std::vector<std::string> keys, groups;
-      for (size_t page = 0; page < kPages; ++page) {
-        keys.push_back(layout_->KeysFor(hashes[page], page, kPages).front());
-        groups.push_back(layout_->GroupId(hashes[page]));
-      }
-      restore_keys_.push_back(std::move(keys));
-      restore_groups_.push_back(std::move(groups));
-    }
-    for (size_t i = 0; i < kUnrelatedPrompts; ++i) unrelated_.push_back(PromptTokens(8'000'000 + i, kPages));
-    for (size_t i = 0; i < kPrompts; ++i) {
-      std::vector<uint32_t> tokens = unrelated_[i];
-      std::copy_n(prompts_[i].begin(), kStoredHalf * kPageSize, tokens.begin());
-      half_stored_.push_back(std::move(tokens));
-    }
-    ApplyForeignPages(*index_, 0, kForeignKeys, /*stored=*/true, /*salt=*/77, &sequence_);
-  }
-
-  std::vector<std::string> PromptKeys(size_t i) const {
-    std::vector<std::string> keys;
-    for (size_t page = 0; page < kPages; ++page) {
-      for (std::string& key : layout_->KeysFor(prompt_hashes_[i][page], page, kPages)) keys.push_back(std::move(key));
-    }
-    return keys;
-  }
-  void RemovePromptKeys(size_t i) {
-    const std::vector<std::string> keys = PromptKeys(i);
-    std::vector<Event> batch;
-    for (size_t first = 0; first < keys.size(); first += 64) {
-      batch.clear();
-      for (size_t k = first; k < std::min(keys.size(), first + 64); ++k) {
-        batch.push_back(Event{EventKind::kRemoved, keys[k], {}, {}, "cpu"});
-      }
-      index_->ApplyBatch(sequence_++, batch);
-    }
-  }
-
-  std::unique_ptr<const Layout> layout_;
-  std::unique_ptr<Index> index_;
-  std::vector<std::vector<uint32_t>> prompts_;
-  std::vector<std::vector<std::string>> prompt_hashes_;
-  std::vector<std::vector<uint32_t>> unrelated_;
-  std::vector<std::vector<uint32_t>> half_stored_;
-  // Per prompt: each page's first key and its group (DropVerification).
-  std::vector<std::vector<std::string>> restore_keys_, restore_groups_;
-  size_t required_keys_ = 0;
-  uint64_t sequence_ = 1;
-  std::vector<uint64_t> evict_, dram_evict_;
-};
-
-// Per-call times of a paired pass, in µs: SHA-256 of the pages alone, and
-// the query.
-struct PairedTimes {
-  std::vector<double> hashing, query;
-};
-
-// The loop every cold benchmark shares. Iteration i takes prompt
-// `tokens_of(i)`; evicts (see Eviction), times SHA-256 of its first
-// `hashed_pages` pages alone; evicts again, clears the thread's memo and
-// times `query(tokens)`, whose answer `right(result)` checks; then calls
-// `after(i)`, untimed. False (and the benchmark skipped) if any answer was
-// not what the workload's name says.
-template <typename TokensOf, typename Query, typename Right, typename After>
-bool RunPaired(benchmark::State& state, Eviction evict, size_t hashed_pages, TokensOf tokens_of, Query query,
-               Right right, After after, PairedTimes* times) {
-  ColdFixture& fixture = ColdFixture::Get();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
-  size_t next = 0;
-  bool all_right = true;
-  for (auto _ : state) {
-    const size_t i = next++;
-    const std::vector<uint32_t>& tokens = tokens_of(i);
-    fixture.Evict(evict);
-    const auto t0 = Clock::now();
-    benchmark::DoNotOptimize(HashPagesAlone(tokens, hashed_pages));
-    const auto t1 = Clock::now();
-    fixture.Evict(evict);
-    memo.Clear();
-    const auto t2 = Clock::now();
-    const PageQueryResult r = query(tokens);
-    const auto t3 = Clock::now();
-    state.SetIterationTime(std::chrono::duration<double>(t3 - t2).count());
-    after(i);
-    times->hashing.push_back(Micros(t1 - t0));
-    times->query.push_back(Micros(t3 - t2));
-    all_right &= right(r);
-  }
-  if (!all_right) state.SkipWithError("unexpected answer: the workload is not what its name says");
-  return all_right;
-}
-
-// Verification as a workload needs it: all groups verified by another
-// thread (fastpath), or none. Without, each prompt's verification is
-// dropped again right after its query (see the top of this file).
-std::function<void(size_t)> PrepareVerification(bool fast_path) {
-  ColdFixture& fixture = ColdFixture::Get();
-  fixture.DropVerification();
-  if (fast_path) {
-    fixture.VerifyElsewhere();
-    return [](size_t) {};
-  }
-  return [&fixture](size_t i) { fixture.DropVerification(i); };
+// The one index of this file's benchmarks, built on first use.
+ColdFixture& Fixture() {
+  static ColdFixture* const fixture = new ColdFixture(kForeignKeys);
+  return *fixture;
 }
 
 // What a check_pages benchmark asks about: stored prompts, all verified
@@ -334,7 +102,7 @@ std::function<void(size_t)> PrepareVerification(bool fast_path) {
 enum class Asked { kVerified, kUnverified, kSnapshot, kNeverStored };
 
 void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
-  ColdFixture& fixture = ColdFixture::Get();
+  ColdFixture& fixture = Fixture();
   const bool stored = asked != Asked::kNeverStored;
   const bool fast_path = asked == Asked::kVerified;
   std::vector<uint8_t> hits(kPages);
@@ -343,10 +111,10 @@ void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
   if (asked == Asked::kSnapshot) {
     fixture.LoadAsSnapshot();
   } else if (stored) {
-    after = PrepareVerification(fast_path);
+    after = PrepareVerification(fixture, fast_path);
   }
   const bool ran = RunPaired(
-          state, evict, kPages,
+          state, fixture, evict, kPages,
           [&fixture, stored](size_t i) -> const std::vector<uint32_t>& {
             return stored ? fixture.prompt(i) : fixture.unrelated(i);
           },
@@ -381,10 +149,10 @@ void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
 }
 
 void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
-  ColdFixture& fixture = ColdFixture::Get();
+  ColdFixture& fixture = Fixture();
   PairedTimes times;
   if (!RunPaired(
-          state, evict, 1, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
+          state, fixture, evict, 1, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
           [&fixture](const std::vector<uint32_t>& tokens) {
             return CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
           },
@@ -399,11 +167,11 @@ void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
 }
 
 void BM_ColdPrefixEndsMidway(benchmark::State& state, bool fast_path, Eviction evict) {
-  ColdFixture& fixture = ColdFixture::Get();
+  ColdFixture& fixture = Fixture();
   constexpr size_t kExamined = kStoredHalf + 1;
   PairedTimes times;
   if (!RunPaired(
-          state, evict, kExamined,
+          state, fixture, evict, kExamined,
           [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.half_stored(i); },
           [&fixture](const std::vector<uint32_t>& tokens) {
             return CheckPrefix(fixture.index(), fixture.layout(), tokens, kPageSize);
@@ -412,7 +180,7 @@ void BM_ColdPrefixEndsMidway(benchmark::State& state, bool fast_path, Eviction e
             return r.prefix_hits == kStoredHalf && r.pages_examined == kExamined &&
                    r.fast_path == (fast_path ? kStoredHalf : 0);
           },
-          PrepareVerification(fast_path), &times)) {
+          PrepareVerification(fixture, fast_path), &times)) {
     return;
   }
   const double hashing_us = Median(times.hashing), query_us = Median(times.query);
@@ -511,7 +279,7 @@ Throughput QueriesPerSecond(ColdFixture& fixture, ReaderQuery kind, int readers,
 }
 
 void BM_ConcurrentReaders(benchmark::State& state, ReaderQuery kind, bool writer) {
-  ColdFixture& fixture = ColdFixture::Get();
+  ColdFixture& fixture = Fixture();
   fixture.DropVerification();
   fixture.VerifyElsewhere();
   constexpr double kSeconds = 1.0;

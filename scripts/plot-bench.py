@@ -9,7 +9,10 @@ files: the query, latency, apply, memory and live benchmarks of one run) and
     fast path (verified groups) and the exact path (group not verified), with
     the SHA-256 hashing floor beside them, and against index size;
   * prints the targets table of docs/performance.md as Markdown:
-    target, measured, ratio to the target, pass/miss.
+    target, measured, ratio to the target, pass/miss;
+  * with scale_bench's results among the files (bench/run.sh --scale), adds
+    the scale rows (issue 27: 1M to 100M keys) and, with --scale-png, writes
+    their growth curves (default bench/scale.png).
 
 Times are CPU time by default (single-threaded benchmarks on a shared
 machine: CPU time is what the query itself cost, real time adds whatever
@@ -17,7 +20,8 @@ else the machine ran meanwhile); --time real uses wall-clock time. With
 --benchmark_repetitions, the median aggregate is used.
 
 Usage:
-  scripts/plot-bench.py bench/results/*.json [--png bench/check_pages.png] [--time cpu|real]
+  scripts/plot-bench.py bench/results/*.json [--png bench/check_pages.png] [--scale-png bench/scale.png]
+                        [--time cpu|real]
 Runs under Debian's /usr/bin/python3 with python3-matplotlib.
 """
 
@@ -32,21 +36,25 @@ UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 LAYOUTS = ["mla", "tp1", "pools6", "tp8", "tp8pp2"]
 PAGES = [16, 169, 1024]
 SIZES = [("10k", 1e4), ("1m", 1e6), ("10m", 1e7)]
+# scale_bench's sizes (bench/run.sh --scale): one router's index up to 100M keys.
+SCALE_SIZES = [("1m", 1e6), ("10m", 1e7), ("30m", 3e7), ("100m", 1e8)]
 
 
 def load(paths):
     """name -> benchmark entry (median aggregate when repetitions were run),
     and name -> every repetition's entry."""
     runs, medians, context, repetitions = {}, {}, {}, {}
+    errors = {}
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         context = context or data.get("context", {})
         for b in data.get("benchmarks", []):
+            name = SUFFIXES.sub("", b.get("run_name", b["name"]))
             if b.get("error_occurred"):
                 print(f"warning: {b['name']}: {b.get('error_message')}", file=sys.stderr)
+                errors[name] = b.get("error_message") or "error"
                 continue
-            name = SUFFIXES.sub("", b.get("run_name", b["name"]))
             if b.get("run_type") == "aggregate":
                 if b.get("aggregate_name") == "median":
                     medians[name] = b
@@ -54,14 +62,15 @@ def load(paths):
                 runs.setdefault(name, b)
                 repetitions.setdefault(name, []).append(b)
     runs.update(medians)
-    return runs, context, repetitions
+    return runs, context, repetitions, errors
 
 
 class Results:
-    def __init__(self, runs, clock, repetitions=None):
+    def __init__(self, runs, clock, repetitions=None, errors=None):
         self.runs = runs
         self.clock = clock
         self.repetitions = repetitions or {}
+        self.errors = errors or {}  # name -> the benchmark's error message
 
     def spread(self, name, counter=None, scale=1.0, unit=""):
         """' (N runs: min–max)' over the repetitions of `name`, or ''."""
@@ -347,6 +356,8 @@ def targets_table(r):
             row(f"memory per present key at 10M keys ({what})", "≤ 48 bytes", fmt(b, " B"), f"{b / 48:.2f}",
                 b <= 48, f"peak during growth {fmt(peak, ' B')}" if peak else "")
 
+    scale_rows(r, row)
+
     # 9. Latency under a writer.
     for path, prompts in (("fastpath", "fresh"), ("fastpath", "repeated"), ("exact", "fresh")):
         name = f"latency/tp8/p169/keys:1m/hits:all/{path}/prompts:{prompts}"
@@ -401,6 +412,142 @@ def targets_table(r):
     for measure, target, measured, ratio, verdict, note in rows:
         out.append(f"| {measure} | {target} | {measured} | {ratio} | {verdict} | {note} |")
     return "\n".join(out)
+
+
+def scale_name(size):
+    return f"scale/tp8/keys:{size}"
+
+
+def scale_points(r, counter="keys"):
+    """[(keys, size name)] of the scale_bench sizes measured."""
+    return [(n, s) for s, n in SCALE_SIZES if r.counter(scale_name(s), counter) is not None]
+
+
+def scale_rows(r, row):
+    """performance.md's scale row (issue 27 §2): bench/scale_bench.cpp at 1M,
+    10M, 30M and 100M keys, and resync_bench at 30M keys."""
+    measured = scale_points(r)
+    for s, _ in SCALE_SIZES:
+        if scale_name(s) in r.errors:
+            row(f"scale: {s} keys", "runs", f"failed: {r.errors[scale_name(s)]}", "", False)
+    if not measured:
+        return
+    largest_n, largest = measured[-1]
+    at = "100m"
+    complete = largest == at
+    if not complete:
+        at = largest
+    sizes_note = "" if complete else f"100M not measured: figures at {largest.upper()} keys, the largest run"
+
+    def listing(counter, unit, scale=1.0):
+        return ", ".join(f"{s.upper()}: {fmt(r.counter(scale_name(s), counter) * scale, unit)}" for _, s in measured
+                         if r.counter(scale_name(s), counter) is not None)
+
+    b = r.counter(scale_name(at), "bytes_per_key")
+    if b:
+        row(f"scale: memory per present key at {at.upper()} keys, tp8 pages with their groups", "≤ 38 bytes at 100M",
+            fmt(b, " B"), f"{b / 38:.2f}", (b <= 38) if complete else None,
+            "; ".join(x for x in (f"per size {listing('bytes_per_key', ' B')}",
+                                  f"peak during growth {fmt(r.counter(scale_name(at), 'peak_bytes_per_key'), ' B')}",
+                                  sizes_note) if x))
+
+    def growth(counter, what, bar, note):
+        base = r.counter(scale_name("1m"), counter)
+        top = r.counter(scale_name(at), counter)
+        if not base or not top or at == "1m":
+            return
+        ratio = top / base
+        row(f"scale: {what}, {at.upper()} keys vs 1M", f"≤ {bar}× its 1M figure",
+            f"{fmt(top, ' ns')} vs {fmt(base, ' ns')}: {ratio:.2f}×", f"{ratio / bar:.2f}",
+            (ratio <= bar) if complete else None,
+            "; ".join(x for x in (f"per size {listing(counter, ' ns')}", note, sizes_note) if x))
+
+    growth("exact_ns_per_key", "fresh cold prompts (rotation), exact path per required key", 1.5,
+           f"after the 512 MiB sweep: {listing('exact_ns_per_key_dram512m', ' ns')}")
+    growth("fastpath_ns_per_page", "fresh cold prompts (rotation), fast path per page", 1.3,
+           f"after the 512 MiB sweep: {listing('fastpath_ns_per_page_dram512m', ' ns')}; vs hashing alone "
+           f"{listing('fastpath_over_hashing', '×')}")
+    rate = r.counter(scale_name(at), "decode_apply_events_per_s")
+    if rate:
+        row(f"scale: decode + apply at {at.upper()} keys, 64-event production batches", "≥ 1M events/s at 100M",
+            f"{fmt(rate / 1e6, 'M')} events/s", f"{rate / 1e6:.2f}", (rate >= 1e6) if complete else None,
+            "; ".join(x for x in (f"per size {listing('decode_apply_events_per_s', 'M', 1e-6)}", sizes_note) if x))
+    for name, what in (("resync/keys:30m/live_events_per_s:100k", "default 64 MiB stream buffer"),
+                       ("resync/keys:30m/live_events_per_s:100k/buffer:1g", "1 GiB stream buffer")):
+        if name in r.errors:
+            row(f"scale: resync of a 30M-key snapshot, live stream 100k events/s ({what})",
+                "≥ 1M keys/s, ≤ 64 MB beyond the index", f"failed: {r.errors[name]}", "", False)
+            continue
+        rate = r.counter(name, "keys_per_s")
+        if not rate:
+            continue
+        overhead = r.counter(name, "overhead_MB")
+        row(f"scale: resync of a 30M-key snapshot, live stream 100k events/s ({what})",
+            "≥ 1M keys/s, ≤ 64 MB beyond the index",
+            f"{fmt(rate / 1e6, 'M')} keys/s, {fmt(overhead, ' MB')} beyond the index", f"{rate / 1e6:.2f}",
+            rate >= 1e6 and overhead <= 64,
+            f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; "
+            f"index {fmt(r.counter(name, 'index_MB'), ' MB')}"
+            + (f"; stream held meanwhile {fmt(r.counter(name, 'stream_MB_held'), ' MB')}"
+               if r.counter(name, "stream_MB_held") else ""))
+
+
+def plot_scale(r, path):
+    """scale_bench's figures against present keys (log x): memory per key,
+    the cold queries' cost beside their 1M figure's bars, decode + apply."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.6))
+    sizes = scale_points(r)
+    ticks = ([n for n, _ in sizes], [s.upper() for _, s in sizes])
+
+    def curve(ax, counter, label, style="-", marker="o", color=None, scale=1.0):
+        pts = [(n, r.counter(scale_name(s), counter)) for n, s in sizes]
+        pts = [(n, v * scale) for n, v in pts if v is not None]
+        if pts:
+            ax.plot(*zip(*pts), style, marker=marker, color=color, label=label)
+        return pts
+
+    ax = axes[0]
+    curve(ax, "bytes_per_key", "RSS delta per key", color="tab:blue")
+    curve(ax, "peak_bytes_per_key", "peak RSS per key (during growth)", "--", "s", "tab:blue")
+    ax.axhline(38, color="k", linestyle=":", label="target at 100M: 38 B")
+    ax.set_ylabel("bytes per present key")
+    ax.set_title("memory, tp8 pages with their groups")
+
+    ax = axes[1]
+    for counter, label, color, bar in (("exact_ns_per_key", "exact path, ns per required key", "tab:red", 1.5),
+                                       ("fastpath_ns_per_page", "fast path, ns per page / 10", "tab:blue", 1.3)):
+        scale = 0.1 if counter.startswith("fastpath") else 1.0
+        pts = curve(ax, counter, label + " (rotation)", color=color, scale=scale)
+        curve(ax, counter + "_dram512m", label + " (dram512m)", "--", "s", color, scale)
+        base = r.counter(scale_name("1m"), counter)
+        if base and pts:
+            ax.axhline(base * bar * scale, color=color, linestyle=":", label=f"{bar}× its 1M figure (rotation): the bar")
+    ax.set_ylabel("ns")
+    ax.set_ylim(bottom=0)
+    ax.set_title("fresh cold prompts, tp8, 169 pages (medians of 48)")
+
+    ax = axes[2]
+    curve(ax, "decode_apply_events_per_s", "decode + apply (ApplyMessage)", color="tab:green", scale=1e-6)
+    ax.axhline(1, color="k", linestyle=":", label="target: 1M events/s")
+    ax.set_ylabel("million events per second, one core")
+    ax.set_ylim(bottom=0)
+    ax.set_title("production messages, 64 events each")
+
+    for ax in axes:
+        ax.set_xscale("log")
+        if ticks[0]:
+            ax.set_xticks(*ticks)
+            ax.minorticks_off()
+        ax.set_xlabel("present keys in the index")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7.5, loc="lower left")
+    fig.suptitle("one router's index from 1M to 100M keys (bench/scale_bench.cpp)", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def plot(r, path):
@@ -494,13 +641,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("json", nargs="+", help="Google Benchmark JSON files")
     parser.add_argument("--png", default="bench/check_pages.png", help="where to write the plot ('' for none)")
+    parser.add_argument("--scale-png", default="bench/scale.png",
+                        help="where to write scale_bench's growth curves, if its results are given ('' for none)")
     parser.add_argument("--time", choices=("cpu", "real"), default="cpu", help="which clock to report")
     args = parser.parse_args()
-    runs, context, repetitions = load(args.json)
-    results = Results(runs, args.time, repetitions)
+    runs, context, repetitions, errors = load(args.json)
+    results = Results(runs, args.time, repetitions, errors)
     if args.png:
         plot(results, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
+    if args.scale_png and scale_points(results):
+        plot_scale(results, args.scale_png)
+        print(f"wrote {args.scale_png}", file=sys.stderr)
     if context:
         print(f"<!-- {context.get('date', '')}, {context.get('num_cpus', '?')} CPUs at "
               f"{context.get('mhz_per_cpu', '?')} MHz, load average {context.get('load_avg', '?')} -->")
