@@ -98,7 +98,12 @@ run latency_bench "${filter[@]}"
 # The same with the table lock an absl::Mutex: why the index has its own lock.
 run latency_bench_absl_mutex "${filter[@]}"
 run live_ingest_bench --benchmark_filter=events:1m
-run memory_bench "${filter[@]}"
+# 30M and 100M keys are the scale run's (--scale reads them from scale_bench).
+if [ "$quick" = 1 ]; then
+  run memory_bench --benchmark_filter='-keys:(10m|30m|100m)'
+else
+  run memory_bench --benchmark_filter='-keys:(30m|100m)'
+fi
 run resync_bench --benchmark_filter=keys:1m "${repeat[@]}"
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/context.txt"

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "feed/resync_buffer.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "master_stand_in.h"
@@ -216,6 +217,7 @@ TEST(ResyncTest, BufferOverflowFailsThenRecovers) {
   Index index;
   SubscriberOptions options = ResyncOptions(master);
   options.resync_buffer_bytes = 4096;  // a few messages
+  options.resync_spill_bytes = 0;      // and no file
   auto subscriber = StartSubscriber(index, options);
   ASSERT_TRUE(master.publisher().AwaitSubscription());
   ASSERT_TRUE(TickUntil(master, [&] { return index.GetStats().resync_failures >= 1; }));
@@ -223,6 +225,109 @@ TEST(ResyncTest, BufferOverflowFailsThenRecovers) {
   master.snapshot().Release();
   ASSERT_TRUE(TickUntil(master, [&] { return index.GetStats().resyncs == 1; }));
   EXPECT_TRUE(index.Contains({}, "k"));
+}
+
+// A stream longer than the memory buffer goes on in the spill file and is
+// replayed in order after the snapshot: keys stored and removed while the
+// download was held end as the stream left them, none of them lost.
+TEST(ResyncTest, AStreamBeyondTheMemoryBufferSpillsToAFileAndReplaysInOrder) {
+  Master master;
+  master.StoreLost("k");
+  master.snapshot().Hold();
+  Index index;
+  SubscriberOptions options = ResyncOptions(master);
+  options.resync_buffer_bytes = 4096;  // a few messages; the rest spills
+  options.resync_spill_dir = ::testing::TempDir();
+  auto subscriber = StartSubscriber(index, options);
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  master.Tick();
+  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  for (int i = 0; i < 200; ++i) master.Store("live-" + std::to_string(i));
+  for (int i = 0; i < 200; i += 2) master.Remove("live-" + std::to_string(i));
+  master.snapshot().Erase("k");  // the snapshot is taken after the stream began: exact either way
+  master.snapshot().Release();
+  ASSERT_TRUE(TickUntil(master, [&] { return index.GetStats().resyncs == 1; }));
+  EXPECT_EQ(index.GetStats().resync_failures, 0u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(index.Contains({}, "live-" + std::to_string(i)), i % 2 == 1) << i;
+  EXPECT_FALSE(index.Contains({}, "k"));
+  EXPECT_EQ(index.GetStats().keys, 100u);
+}
+
+// A spill directory that cannot hold a file: the buffer is full at its
+// memory limit, as without a file, and the resync recovers once the stream
+// fits.
+TEST(ResyncTest, ASpillFileThatCannotBeMadeIsABufferOverflow) {
+  Master master;
+  master.StoreLost("k");
+  master.snapshot().Hold();
+  Index index;
+  SubscriberOptions options = ResyncOptions(master);
+  options.resync_buffer_bytes = 4096;
+  options.resync_spill_dir = ::testing::TempDir() + "/no-such-directory";
+  auto subscriber = StartSubscriber(index, options);
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  ASSERT_TRUE(TickUntil(master, [&] { return index.GetStats().resync_failures >= 1; }));
+  EXPECT_FALSE(index.Contains({}, "k"));
+  master.snapshot().Release();
+  ASSERT_TRUE(TickUntil(master, [&] { return index.GetStats().resyncs == 1; }));
+  EXPECT_TRUE(index.Contains({}, "k"));
+}
+
+TEST(ResyncBuffer, GivesBackEveryMessageInOrderFromMemoryThenTheFile) {
+  ResyncBuffer buffer(ResyncBuffer::Limits{600, size_t{1} << 20, ::testing::TempDir()});
+  std::vector<std::vector<std::string>> sent;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::string> frames = {"topic", std::string(8, static_cast<char>(i)),
+                                       std::string(static_cast<size_t>(i * 7), 'a' + static_cast<char>(i % 26))};
+    std::vector<zmq::message_t> message;
+    for (const std::string& f : frames) message.emplace_back(f.data(), f.size());
+    std::string error;
+    ASSERT_TRUE(buffer.Add(message, &error)) << error;
+    sent.push_back(frames);
+  }
+  EXPECT_EQ(buffer.messages(), 50u);
+  EXPECT_GT(buffer.memory_bytes(), 0u);
+  EXPECT_GT(buffer.spilled_bytes(), 0u);
+  for (int pass = 0; pass < 2; ++pass) {  // a failed resync keeps the buffer for the next download
+    size_t i = 0;
+    std::string error;
+    ASSERT_TRUE(buffer.ForEach(
+        [&](std::span<const std::span<const uint8_t>> frames) {
+          EXPECT_LT(i, sent.size());
+          if (i >= sent.size()) return false;
+          EXPECT_EQ(frames.size(), sent[i].size());
+          for (size_t f = 0; f < frames.size() && f < sent[i].size(); ++f) {
+            EXPECT_EQ(std::string(reinterpret_cast<const char*>(frames[f].data()), frames[f].size()), sent[i][f]);
+          }
+          ++i;
+          return true;
+        },
+        &error))
+        << error;
+    EXPECT_EQ(i, sent.size());
+  }
+  buffer.Clear();
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_EQ(buffer.spilled_bytes(), 0u);
+}
+
+TEST(ResyncBuffer, RefusesWhatFitsNeitherLimitAndStaysAsItWas) {
+  ResyncBuffer buffer(ResyncBuffer::Limits{600, 1000, ::testing::TempDir()});
+  std::string error;
+  auto add = [&](size_t bytes) {
+    const std::string body(bytes, 'x');
+    zmq::message_t message[] = {zmq::message_t(body.data(), body.size())};
+    return buffer.Add(message, &error);
+  };
+  EXPECT_TRUE(add(300));   // memory: 300 + overhead
+  EXPECT_TRUE(add(500));   // spilled: memory is full
+  EXPECT_FALSE(add(500));  // the file is too
+  EXPECT_NE(error.find("spill file of 1000 bytes full"), std::string::npos) << error;
+  EXPECT_EQ(buffer.messages(), 2u);
+  size_t seen = 0;
+  EXPECT_TRUE(buffer.ForEach([&](std::span<const std::span<const uint8_t>> frames) { return ++seen, frames.size() == 1; },
+                             &error));
+  EXPECT_EQ(seen, 2u);
 }
 
 TEST(ResyncTest, GapInsideTheBufferFailsThenRecovers) {

@@ -11,9 +11,6 @@
 namespace sci {
 namespace {
 
-// Bytes a buffered message costs beyond its frames (vector, message_t).
-constexpr size_t kBufferedOverheadBytes = 256;
-
 // Back-off doubles per consecutive failure, up to this many doublings.
 constexpr uint32_t kMaxBackoffDoublings = 4;
 
@@ -31,7 +28,10 @@ bool PeekSequence(std::span<const zmq::message_t> frames, uint64_t* sequence) {
 }  // namespace
 
 Resync::Resync(Index& index, ResyncOptions options, WakeSignal& wake)
-    : index_(index), options_(std::move(options)), wake_(wake) {}
+    : index_(index),
+      options_(std::move(options)),
+      wake_(wake),
+      buffer_(ResyncBuffer::Limits{options_.buffer_bytes, options_.spill_bytes, options_.spill_dir}) {}
 
 Resync::~Resync() {
   // Also when the subscriber never ran (a start that failed after Begin()):
@@ -48,10 +48,7 @@ void Resync::Reset() {
   DropBuffer();
 }
 
-void Resync::DropBuffer() {
-  buffer_.clear();
-  buffer_bytes_ = 0;
-}
+void Resync::DropBuffer() { buffer_.Clear(); }
 
 void Resync::Begin(Clock::time_point /*now*/) {
   if (!enabled()) return;
@@ -159,11 +156,10 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     last_stream_sequence_ = sequence;
   }
   live_ = true;  // it came on the current connection
-  size_t bytes = kBufferedOverheadBytes;
-  for (const zmq::message_t& f : frames) bytes += f.size();
-  if (buffer_bytes_ + bytes > options_.buffer_bytes) {
-    const std::string why =
-        absl::StrFormat("the stream outran the download: buffer of %d bytes full", options_.buffer_bytes);
+  const bool spilling = buffer_.spilled_bytes() > 0;
+  std::string full;
+  if (!buffer_.Add(frames, &full)) {
+    const std::string why = "the stream outran the download: " + full;
     if (phase_ == Phase::kFetching) {
       Fail(why, now);
     } else if (!buffer_.empty()) {
@@ -173,13 +169,12 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     // Too large for the buffer on its own: dropped. It precedes the
     // snapshot, which is all that needs (the cursor resumes after it if
     // nothing follows).
-    if (bytes > options_.buffer_bytes) return;
+    if (!buffer_.Add(frames, &full)) return;
   }
-  Buffered message;
-  message.frames.reserve(frames.size());
-  for (zmq::message_t& f : frames) message.frames.push_back(std::move(f));
-  buffer_.push_back(std::move(message));
-  buffer_bytes_ += bytes;
+  if (!spilling && buffer_.spilled_bytes() > 0) {
+    Logf(LogLevel::kInfo, "resync: %d bytes of stream buffered in memory; the rest goes to a temporary file",
+         buffer_.memory_bytes());
+  }
   // The subscription is live: the download starts now if the back-off allows
   // (else Poll starts it when the back-off ends).
   if (DownloadDue(now)) StartFetch(now);
@@ -211,7 +206,8 @@ bool Resync::Poll(Clock::time_point now) {
     return false;
   }
   const uint64_t keys = fetch_->keys();
-  const size_t replayed = buffer_.size();
+  const size_t replayed = buffer_.messages();
+  const size_t spilled = buffer_.spilled_bytes();
   if (std::string why = Replay(); !why.empty()) {
     Fail(why, now);
     return false;
@@ -223,8 +219,8 @@ bool Resync::Poll(Clock::time_point now) {
   index_.counters().snapshot_keys.Set(keys);
   index_.counters().resyncs.Add();
   index_.counters().resyncing.Set(false);
-  Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed; serving", keys,
-       absl::CHexEscape(options_.snapshot_url), replayed);
+  Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); serving",
+       keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled);
   return true;
 }
 
@@ -232,20 +228,23 @@ std::string Resync::Replay() {
   // The download has finished: this thread is the index's only writer again.
   // Hold() left the cursor unset, so the first message begins a run.
   const Stats before = index_.GetStats();
-  for (Buffered& message : buffer_) {
-    spans_.clear();
-    for (const zmq::message_t& f : message.frames) {
-      spans_.emplace_back(static_cast<const uint8_t*>(f.data()), f.size());
-    }
-    try {
-      (void)ApplyMessage(index_, spans_, scratch_, nullptr);  // a malformed one is counted and dropped
-    } catch (const std::bad_alloc&) {
-      return "out of memory replaying the buffered stream";  // the index cleared itself; the resync starts over
-    }
-    if (index_.counters().sequence_gaps.Get() != before.sequence_gaps) {
-      return "sequence gap while replaying the buffered stream";
-    }
-  }
+  std::string why;
+  const bool replayed = buffer_.ForEach(
+      [&](std::span<const std::span<const uint8_t>> frames) {
+        try {
+          (void)ApplyMessage(index_, frames, scratch_, nullptr);  // a malformed one is counted and dropped
+        } catch (const std::bad_alloc&) {
+          why = "out of memory replaying the buffered stream";  // the index cleared itself; the resync starts over
+          return false;
+        }
+        if (index_.counters().sequence_gaps.Get() != before.sequence_gaps) {
+          why = "sequence gap while replaying the buffered stream";
+          return false;
+        }
+        return true;
+      },
+      &why);
+  if (!replayed) return why;
   // Nothing buffered (the clear's own batch proved the subscription, and
   // the stream stayed quiet): the stream goes on after its last sequence,
   // all of which came before the snapshot.

@@ -8,7 +8,8 @@
 //
 // Begin() empties and holds the index (every query answers miss). From the
 // first message on the connection, which proves the subscription live,
-// every message is buffered (bounded), in kWaiting too: the snapshot is
+// every message is buffered (bounded; resync_buffer.h: in memory, then
+// spilled to a file), in kWaiting too: the snapshot is
 // downloaded after them, and replaying a message older than the snapshot is
 // exact (a key it stores is in the snapshot or removed later in the buffer;
 // a key it removes is gone or stored later in the buffer). A clear made by
@@ -45,6 +46,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "feed/resync_buffer.h"
 #include "feed/snapshot_fetch.h"
 #include "feed/wake_signal.h"
 #include "index/index.h"
@@ -56,15 +58,21 @@ struct ResyncOptions {
   static constexpr uint32_t kDefaultMinIntervalMs = 5000;
   static constexpr uint32_t kDefaultTimeoutMs = 60000;
   // Messages buffered while a resync waits and its snapshot downloads, in
-  // bytes (frames plus a per-message overhead). A live stream of 100k
-  // events/s is ~15 MB/s, so this holds several seconds of a busy master;
-  // beyond it a running download fails (before one, the buffer restarts).
-  static constexpr size_t kDefaultBufferBytes = size_t{64} << 20;
+  // bytes (frames plus a per-message overhead): the first buffer_bytes in
+  // memory, then up to spill_bytes in a temporary file (resync_buffer.h).
+  // A live stream of 100k production events/s is ~30 MB/s: memory holds
+  // about a second of a busy master, the file over two minutes (a 30M-key
+  // resync takes about 20 s). Beyond both a running download fails (before
+  // one, the buffer restarts).
+  static constexpr size_t kDefaultBufferBytes = size_t{32} << 20;
+  static constexpr size_t kDefaultSpillBytes = size_t{4} << 30;
 
   std::string snapshot_url;  // empty = no resync (1.0 behaviour)
   uint32_t min_interval_ms = kDefaultMinIntervalMs;
   uint32_t timeout_ms = kDefaultTimeoutMs;
   size_t buffer_bytes = kDefaultBufferBytes;
+  size_t spill_bytes = kDefaultSpillBytes;  // 0: never spill
+  std::string spill_dir;                    // empty: $TMPDIR, else /tmp
   bool proxy_from_env = false;
 };
 
@@ -123,10 +131,6 @@ class Resync {
  private:
   enum class Phase { kOff, kWaiting, kFetching };
 
-  struct Buffered {
-    std::vector<zmq::message_t> frames;
-  };
-
   void StartFetch(Clock::time_point now);
   // Waiting, and the subscription proven live: only the back-off may delay
   // the download.
@@ -144,8 +148,7 @@ class Resync {
 
   Phase phase_ = Phase::kOff;
   std::unique_ptr<SnapshotFetch> fetch_;
-  std::vector<Buffered> buffer_;
-  size_t buffer_bytes_ = 0;
+  ResyncBuffer buffer_;
   bool live_ = false;  // see live()
   // The last sequence the stream showed (buffered or not, across failures),
   // for gap counting and for resuming the cursor with nothing buffered.
@@ -155,7 +158,6 @@ class Resync {
   Clock::time_point last_download_start_{};
   uint32_t consecutive_failures_ = 0;
   DecodedMessage scratch_;
-  std::vector<std::span<const uint8_t>> spans_;
 };
 
 }  // namespace sci

@@ -133,6 +133,8 @@ ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   r.min_interval_ms = options.resync_min_interval_ms;
   r.timeout_ms = options.snapshot_timeout_ms;
   r.buffer_bytes = options.resync_buffer_bytes;
+  r.spill_bytes = options.resync_spill_bytes;
+  r.spill_dir = options.resync_spill_dir;
   r.proxy_from_env = options.proxy_from_env;
   return r;
 }

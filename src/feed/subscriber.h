@@ -60,7 +60,8 @@ struct SubscriberOptions {
   static constexpr uint32_t kDefaultResyncMinIntervalMs = 5000;
   static constexpr uint32_t kDefaultSnapshotTimeoutMs = 60000;
   // Stream bytes buffered while a snapshot downloads; see feed/resync.h.
-  static constexpr size_t kDefaultResyncBufferBytes = size_t{64} << 20;
+  static constexpr size_t kDefaultResyncBufferBytes = size_t{32} << 20;
+  static constexpr size_t kDefaultResyncSpillBytes = size_t{4} << 30;
   static constexpr char kDefaultClusterId[] = "mooncake_cluster";
   static constexpr uint32_t kDefaultAdminPort = 9003;
   static constexpr uint32_t kDefaultEtcdPollMs = 500;
@@ -81,7 +82,13 @@ struct SubscriberOptions {
   std::string snapshot_url;
   uint32_t resync_min_interval_ms = kDefaultResyncMinIntervalMs;  // > 0
   uint32_t snapshot_timeout_ms = kDefaultSnapshotTimeoutMs;       // > 0
+  // The stream a resync holds back while it downloads (feed/resync_buffer.h):
+  // this much in memory, then up to resync_spill_bytes (0: none; the resync
+  // fails once memory is full) in an unlinked file in resync_spill_dir
+  // (empty: $TMPDIR, else /tmp).
   size_t resync_buffer_bytes = kDefaultResyncBufferBytes;         // > 0
+  size_t resync_spill_bytes = kDefaultResyncSpillBytes;
+  std::string resync_spill_dir;
   // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).
   bool proxy_from_env = false;
 
