@@ -306,6 +306,30 @@ TEST(ResyncBuffer, GivesBackEveryMessageInOrderFromMemoryThenTheFile) {
         << error;
     EXPECT_EQ(i, sent.size());
   }
+  // Appending after a replay read part of the file (it stopped early): the
+  // new message goes after all the others.
+  {
+    size_t seen = 0;
+    std::string stopped;
+    EXPECT_FALSE(buffer.ForEach([&](std::span<const std::span<const uint8_t>>) { return ++seen < 40; }, &stopped));
+    EXPECT_EQ(seen, 40u);
+    const std::string body(300, 'z');
+    zmq::message_t message[] = {zmq::message_t(body.data(), body.size())};
+    std::string error;
+    ASSERT_TRUE(buffer.Add(message, &error)) << error;
+    sent.push_back({body});
+    size_t i = 0;
+    ASSERT_TRUE(buffer.ForEach(
+        [&](std::span<const std::span<const uint8_t>> frames) {
+          const std::string last(reinterpret_cast<const char*>(frames.back().data()), frames.back().size());
+          EXPECT_EQ(last, sent[i].back()) << i;
+          ++i;
+          return true;
+        },
+        &error))
+        << error;
+    EXPECT_EQ(i, sent.size());
+  }
   buffer.Clear();
   EXPECT_TRUE(buffer.empty());
   EXPECT_EQ(buffer.spilled_bytes(), 0u);

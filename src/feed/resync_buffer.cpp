@@ -76,6 +76,14 @@ bool ResyncBuffer::Spill(std::span<const zmq::message_t> frames, std::string* er
       return false;
     }
     std::setvbuf(file_, nullptr, _IOFBF, kSpillWriteBuffer);
+  } else if (read_back_) {
+    // Appending after a replay read the file (a buffer kept for the next
+    // download): back to its end first.
+    if (std::fseek(file_, 0, SEEK_END) != 0) {
+      *error = absl::StrFormat("cannot append to the spill file: %s", std::strerror(errno));
+      return false;
+    }
+    read_back_ = false;
   }
   const long start = std::ftell(file_);
   const uint64_t n = frames.size();
@@ -136,6 +144,7 @@ void ResyncBuffer::Clear() {
   spilled_messages_ = 0;
   if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
+  read_back_ = false;
 }
 
 }  // namespace sci

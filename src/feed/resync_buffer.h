@@ -71,6 +71,7 @@ class ResyncBuffer {
   size_t spilled_bytes_ = 0;
   size_t spilled_messages_ = 0;
   std::FILE* file_ = nullptr;
+  bool read_back_ = false;  // ForEach moved the file position off its end
   std::vector<uint8_t> read_bytes_;  // the spilled message being replayed
   std::vector<size_t> read_sizes_;
   std::vector<std::span<const uint8_t>> read_frames_;
@@ -85,6 +86,7 @@ bool ResyncBuffer::ForEach(Apply&& apply, std::string* error) {
     if (!apply(std::span<const std::span<const uint8_t>>(spans_))) return false;
   }
   if (spilled_messages_ == 0) return true;
+  read_back_ = true;
   if (std::fflush(file_) != 0 || std::fseek(file_, 0, SEEK_SET) != 0) {
     *error = "cannot read back the resync spill file";
     return false;
