@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "cache_eviction.h"
 #include "query_fixture.h"
 #include "sglang/layout.h"
 #include "sglang/page_query.h"
@@ -39,29 +40,6 @@ constexpr size_t kStoredHalf = 84;  // ends_at_page:84
 constexpr size_t kKeysPerTp8Page = 16;
 // The keys the prompts' objects take in the index (tp8: 16 a page).
 constexpr uint64_t kPromptKeys = uint64_t{kPrompts} * kPages * kKeysPerTp8Page;
-// What is pushed out of the caches before each timed call (see above).
-enum class Eviction { kNone, kPrivateCaches, kDram };
-constexpr size_t kPrivateCachesBytes = size_t{8} << 20;  // evict8m
-constexpr size_t kDramBytes = size_t{512} << 20;         // dram512m
-inline const char* EvictionName(Eviction eviction) {
-  switch (eviction) {
-    case Eviction::kNone:
-      return "rotation";
-    case Eviction::kPrivateCaches:
-      return "evict8m";
-    case Eviction::kDram:
-      return "dram512m";
-  }
-  return "?";
-}
-
-inline double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-inline double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 // SHA-256 of the first `pages` pages of `tokens`, chained, the way the
 // query computes them, with nothing else around it.
 inline PageDigest HashPagesAlone(const std::vector<uint32_t>& tokens, size_t pages) {
@@ -181,17 +159,8 @@ class ColdFixture {
     }
   }
 
-  // evict8m, dram512m: reads through a buffer larger than the caches to
-  // empty (allocated on first use: 512 MiB is not for every run).
-  void Evict(Eviction eviction) {
-    if (eviction == Eviction::kNone) return;
-    std::vector<uint64_t>& buffer = eviction == Eviction::kDram ? dram_evict_ : evict_;
-    const size_t bytes = eviction == Eviction::kDram ? kDramBytes : kPrivateCachesBytes;
-    if (buffer.empty()) buffer.assign(bytes / sizeof(uint64_t), 1);
-    uint64_t sum = 0;
-    for (size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i];
-    benchmark::DoNotOptimize(sum);
-  }
+  // evict8m, dram512m (cache_eviction.h).
+  void Evict(Eviction eviction) { evictor_.Evict(eviction); }
 
  private:
   std::vector<std::string> PromptKeys(size_t i) const {
@@ -225,7 +194,7 @@ class ColdFixture {
   uint64_t index_bytes_ = 0, index_peak_bytes_ = 0;
   bool peak_reset_ = false;
   uint64_t sequence_ = 1;
-  std::vector<uint64_t> evict_, dram_evict_;
+  CacheEvictor evictor_;
 };
 
 // Per-call times of a paired pass, in µs: SHA-256 of the pages alone, and

@@ -64,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_eviction.h"
 #include "index/index.h"
 #include "query/digest.h"
 #include "query/digest_memo.h"
@@ -83,8 +84,6 @@ constexpr size_t kHashBlocks = kTokens / kBlock;  // 128
 constexpr size_t kPrompts = 48;
 constexpr size_t kRepeatedPrompts = 4;
 constexpr uint32_t kVocabulary = 151936;
-constexpr size_t kPrivateCachesBytes = size_t{8} << 20;
-constexpr size_t kDramBytes = size_t{512} << 20;
 
 uint64_t ForeignKeys() {
   // SCI_VLLM_BENCH_KEYS=10000: the smoke run's index.
@@ -94,27 +93,6 @@ uint64_t ForeignKeys() {
 
 enum class Shape { kQwen, kHybrid };
 const char* ShapeName(Shape shape) { return shape == Shape::kQwen ? "qwen" : "hybrid"; }
-
-enum class Eviction { kNone, kPrivateCaches, kDram };
-const char* EvictionName(Eviction eviction) {
-  switch (eviction) {
-    case Eviction::kNone:
-      return "rotation";
-    case Eviction::kPrivateCaches:
-      return "evict8m";
-    case Eviction::kDram:
-      return "dram512m";
-  }
-  return "?";
-}
-
-double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 vllm::GroupSpec Group(vllm::GroupKind kind, uint32_t block_size, const std::string& model, int group) {
   vllm::GroupSpec spec;
@@ -184,15 +162,7 @@ class Fixture {
   Index& index() { return *index_; }
   ShapeData& shape(Shape s) { return shapes_[s == Shape::kQwen ? 0 : 1]; }
 
-  void Evict(Eviction eviction) {
-    if (eviction == Eviction::kNone) return;
-    std::vector<uint64_t>& buffer = eviction == Eviction::kDram ? dram_ : evict_;
-    const size_t bytes = eviction == Eviction::kDram ? kDramBytes : kPrivateCachesBytes;
-    if (buffer.empty()) buffer.assign(bytes / sizeof(uint64_t), 1);
-    uint64_t sum = 0;
-    for (size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i];
-    benchmark::DoNotOptimize(sum);
-  }
+  void Evict(Eviction eviction) { evictor_.Evict(eviction); }
 
  private:
   Fixture() {
@@ -251,7 +221,7 @@ class Fixture {
   std::unique_ptr<Index> index_;
   ShapeData shapes_[2];
   uint64_t sequence_ = 1;
-  std::vector<uint64_t> evict_, dram_;
+  CacheEvictor evictor_;
 };
 
 // What a query row asks.
