@@ -481,22 +481,16 @@ def scale_rows(r, row):
         rate = r.counter(name, "keys_per_s")
         if not rate:
             continue
-        overhead = r.counter(name, "overhead_MB")
-        beyond_peak = r.counter(name, "overhead_beyond_index_peak_MB")
-        judged = beyond_peak if beyond_peak is not None else overhead
+        overhead = r.counter(name, "overhead_beyond_resynced_index_MB")
         row(f"scale: resync of a 30M-key snapshot, live stream 100k events/s ({what})",
             "≥ 1M keys/s, ≤ 64 MB beyond the index",
-            f"{fmt(rate / 1e6, 'M')} keys/s, {fmt(judged, ' MB')} beyond the index"
-            + (" at its own peak" if beyond_peak is not None else ""), f"{rate / 1e6:.2f}",
-            rate >= 1e6 and judged <= 64,
-            f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; "
-            f"index {fmt(r.counter(name, 'index_MB'), ' MB')}"
-            + (f", {fmt(r.counter(name, 'index_peak_MB'), ' MB')} at its peak while loading (a key shard's"
-               f" rebuild); beyond the index's final size {fmt(overhead, ' MB')}" if beyond_peak is not None else "")
+            f"{fmt(rate / 1e6, 'M')} keys/s, {fmt(overhead, ' MB')} beyond the index", f"{rate / 1e6:.2f}",
+            rate >= 1e6 and overhead <= 64,
+            f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; peak RSS during the "
+            f"resync minus RSS once it is over (index {fmt(r.counter(name, 'index_MB'), ' MB')} when built by "
+            f"growth; the resync sizes its key tables for the snapshot first)"
             + (f"; stream held meanwhile {fmt(r.counter(name, 'stream_MB_held'), ' MB')}, all but 32 MiB"
-               " of it in the file (page cache, not resident)"
-               if r.counter(name, "stream_MB_held") else ""))
-
+               " of it in the file (page cache, not resident)" if r.counter(name, "stream_MB_held") else ""))
 
 def plot_scale(r, path):
     """scale_bench's figures against present keys (log x): memory per key,

@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "index/fingerprint.h"
+#include "index/index.h"
+#include "index/key_entry.h"
+#include "index/page_tails.h"
 
 namespace sci {
 namespace {
@@ -102,6 +105,48 @@ TEST(FingerprintTable, GrownHoldsTheSameEntriesAndLeavesTheOriginalAlone) {
   table.swap(grown);
   EXPECT_EQ(table.bucket_count(), grown.Grown().bucket_count());
   ExpectSameAs(table, model, {});
+}
+
+TEST(FingerprintTable, AReservedTableTakesWhatItWasSizedForWithoutARebuild) {
+  std::mt19937_64 rng(11);
+  FingerprintTable<uint32_t> table;
+  std::unordered_map<PackedFingerprint, uint32_t, PackedHash> model;
+  for (uint32_t i = 0; i < 100; ++i) {
+    const PackedFingerprint key(Fingerprint{rng(), rng()});
+    table.insert_absent(key, i);
+    model[key] = i;
+  }
+  EXPECT_FALSE(table.holds(50000));
+  FingerprintTable<uint32_t> reserved = table.Reserved(50000);
+  ExpectSameAs(reserved, model, {});  // what it held comes along
+  EXPECT_TRUE(reserved.holds(50000));
+  const size_t buckets = reserved.bucket_count();
+  for (uint32_t i = 100; i < 50000; ++i) {
+    const PackedFingerprint key(Fingerprint{rng(), rng()});
+    reserved.insert_absent(key, i);
+    model[key] = i;
+  }
+  EXPECT_EQ(reserved.bucket_count(), buckets);  // no rebuild on the way
+  ExpectSameAs(reserved, model, {});
+  // Filled to about 75%, not to the 55-65% a growth leaves.
+  const double load = 50000.0 / static_cast<double>(buckets * FingerprintTable<uint32_t>::kEntries);
+  EXPECT_GT(load, 0.7);
+  EXPECT_LT(load, 0.8);
+  // Never smaller than what it holds.
+  EXPECT_GE(reserved.Reserved(10).bucket_count() * FingerprintTable<uint32_t>::kEntries, reserved.size());
+}
+
+// Large tables are mapped and never written before use (AllocateBuckets):
+// zero bytes must be an empty bucket for every value the index keeps.
+struct SevenByDefault {
+  uint32_t value = 7;
+};
+TEST(FingerprintTable, AnEmptyBucketIsZeroBytesForTheIndexsValues) {
+  EXPECT_TRUE(FingerprintTable<uint32_t>::EmptyBucketIsZeroBytes());
+  EXPECT_TRUE(FingerprintTable<KeyEntry>::EmptyBucketIsZeroBytes());
+  EXPECT_TRUE((FingerprintTable<PageTails, 2>::EmptyBucketIsZeroBytes()));
+  EXPECT_FALSE(FingerprintTable<SevenByDefault>::EmptyBucketIsZeroBytes());  // what it would catch
+  EXPECT_TRUE(Index::TablesStartAsZeroBytes());  // keys, groups, page summary
 }
 
 TEST(FingerprintTable, ClearFreesEverything) {

@@ -15,6 +15,7 @@
 #include "feed/resync_buffer.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
+#include "log_capture.h"
 #include "master_stand_in.h"
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
@@ -67,6 +68,23 @@ TEST(IndexHold, AHeldIndexAnswersMissOnEveryReadPathUntilReleased) {
   index.Release();
   EXPECT_TRUE(index.Contains({}, "a"));
   EXPECT_TRUE(index.ContainsAll(both));
+}
+
+// Room for a snapshot's keys is made before its load, bounded by
+// max_entries however large the estimate: a Content-Length that promises
+// petabytes costs nothing.
+TEST(IndexReserve, ReservesAtMostMaxEntriesAndLoadsAsBefore) {
+  testing::LogCapture log;
+  Index index(IndexOptions{.max_entries = 10000});
+  index.ReserveKeys(uint64_t{1} << 50);
+  EXPECT_TRUE(log.At(LogLevel::kWarn).empty());  // no attempt at a huge table
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5000; ++i) keys.push_back("reserved-" + std::to_string(i));
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  index.LoadKeys(views);
+  EXPECT_EQ(index.GetStats().keys, 5000u);
+  for (const std::string& key : keys) EXPECT_TRUE(index.Contains({}, key));
+  EXPECT_FALSE(index.Contains({}, "reserved-5000"));
 }
 
 TEST(ResyncTest, LateJoinSeesObjectsStoredBeforeItStarted) {

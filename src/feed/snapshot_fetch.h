@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "feed/http_download.h"
@@ -34,6 +36,9 @@ class SnapshotFetch {
 
  private:
   void Run(Index& index, const HttpRequest& request, WakeSignal& done) noexcept;
+  // Sizes the index's key tables for the whole snapshot, estimated from the
+  // body's Content-Length and the first keys parsed.
+  void ReserveForSnapshot(Index& index, std::span<const std::string_view> first_keys) const;
 
   HttpDownload download_;
   bool ok_ = false;

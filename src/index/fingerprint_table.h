@@ -27,12 +27,14 @@
 // table) or clear; an erase moves nothing.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include <sys/mman.h>
@@ -121,25 +123,20 @@ class FingerprintTable {
   // meanwhile), then swaps it in under the lock: readers never wait for a
   // rebuild, only for the swap.
   FingerprintTable Grown() const {
-    // Sized for one more entry at the grow load (see kGrowLoad); throws
-    // bad_alloc before any change.
-    const auto buckets_at = [this](double load) {
-      return static_cast<size_t>(static_cast<double>(size_ + 1) / (kEntries * load)) + 1;
-    };
-    size_t n = buckets_at(kGrowLoad);
-    if (n * sizeof(Bucket) >= kLargeTableBytes) n = buckets_at(kLargeGrowLoad);
-    if (n < kMinBuckets) n = kMinBuckets;
-    FingerprintTable grown;
-    grown.buckets_ = AllocateBuckets(n);
-    grown.n_buckets_ = n;
-    grown.size_ = size_;
-    for (size_t b = 0; b < n_buckets_; ++b) {
-      const Bucket& bucket = buckets_[b];
-      for (uint32_t i = 0; i < kEntries; ++i) {
-        if (bucket.Occupied(i)) grown.Place(bucket.keys[i], bucket.values[i]);
-      }
-    }
-    return grown;
+    // Sized for one more entry at the grow load (see kGrowLoad).
+    size_t n = BucketsFor(size_ + 1, kGrowLoad);
+    if (n * sizeof(Bucket) >= kLargeTableBytes) n = BucketsFor(size_ + 1, kLargeGrowLoad);
+    return Rebuilt(n);
+  }
+
+  // Whether `entries` fit without a rebuild.
+  bool holds(size_t entries) const { return entries <= MaxSize(); }
+
+  // A copy sized for `entries` (at least its own), filled to kReservedLoad
+  // when they are all in: built like Grown(), for a count known ahead (a
+  // snapshot about to be loaded), so that reaching it rebuilds nothing.
+  FingerprintTable Reserved(size_t entries) const {
+    return Rebuilt(BucketsFor(entries > size_ ? entries : size_ + 1, kReservedLoad));
   }
 
   // Inserts `key` (which must be absent) with `value`; the stored value.
@@ -154,6 +151,29 @@ class FingerprintTable {
     return stored;
   }
 
+ private:
+  static size_t BucketsFor(size_t entries, double load) {
+    return static_cast<size_t>(static_cast<double>(entries) / (kEntries * load)) + 1;
+  }
+
+  // This table's entries in a new array of n buckets; throws bad_alloc
+  // before any change.
+  FingerprintTable Rebuilt(size_t n) const {
+    if (n < kMinBuckets) n = kMinBuckets;
+    FingerprintTable grown;
+    grown.buckets_ = AllocateBuckets(n);
+    grown.n_buckets_ = n;
+    grown.size_ = size_;
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      const Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i)) grown.Place(bucket.keys[i], bucket.values[i]);
+      }
+    }
+    return grown;
+  }
+
+ public:
   // Frees the entry holding `value` (a pointer find() returned).
   void erase(Value* value) {
     // The bucket and entry the value sits in.
@@ -218,6 +238,8 @@ class FingerprintTable {
   static_assert(sizeof(Value) * kEntries + sizeof(PackedFingerprint) * kEntries + 4 > 64 || sizeof(Bucket) == 64,
                 "entries that fit a cache line take one");
   static_assert(kEntries >= 1 && kEntries <= 8, "occupancy is a byte of bits");
+  static_assert(std::is_trivially_destructible_v<Bucket>,
+                "a mapped array of zero bytes is an array of empty buckets (AllocateBuckets)");
   static_assert(sizeof(Bucket) <= 128, "a bucket is at most an aligned pair of cache lines");
 
   // Load bounds: grow past kMaxLoad of the entries, to kGrowLoad of them
@@ -235,6 +257,9 @@ class FingerprintTable {
   static constexpr double kMaxLoad = 0.8;
   static constexpr double kGrowLoad = 0.55;
   static constexpr double kLargeGrowLoad = 0.65;
+  // A reserved table (Reserved) holding all it was sized for: room for 6%
+  // more before its next growth, and no lower load than growth would leave.
+  static constexpr double kReservedLoad = 0.75;
   static constexpr size_t kLargeTableBytes = size_t{32} << 20;
   static constexpr size_t kMinBuckets = 4;
 
@@ -298,12 +323,38 @@ class FingerprintTable {
     const size_t bytes = n * sizeof(Bucket);
     // Small arrays from operator new (so a test that fails allocations
     // reaches table growth too), large ones mapped.
-    void* memory = bytes >= kMapBytes ? Map(bytes) : ::operator new(bytes, std::align_val_t{alignof(Bucket)}, std::nothrow);
+    const bool mapped = bytes >= kMapBytes;
+    void* memory = mapped ? Map(bytes) : ::operator new(bytes, std::align_val_t{alignof(Bucket)}, std::nothrow);
     if (memory == nullptr) throw std::bad_alloc();
     Bucket* buckets = static_cast<Bucket*>(memory);
-    std::uninitialized_value_construct_n(buckets, n);
+    // A fresh anonymous mapping reads as zeros, which is every empty
+    // bucket's representation (all its members start at 0): writing them
+    // again would fault the whole array in before its first entry (a
+    // snapshot's reserved tables: a gigabyte at 30M keys, seconds with the
+    // download stalled behind it). Its pages come in as entries land.
+    if (!mapped) std::uninitialized_value_construct_n(buckets, n);
+    assert(EmptyBucketIsZeroBytes());
     return BucketArray(buckets, FreeBuckets{n});
   }
+
+ public:
+  // What mapped arrays rely on (AllocateBuckets): an empty bucket, values
+  // included, is all zero bytes. Checked in debug builds on every mapping,
+  // and by fingerprint_table_test for the index's value types.
+  static bool EmptyBucketIsZeroBytes() {
+    alignas(Bucket) unsigned char bytes[sizeof(Bucket)];
+    std::memset(bytes, 0xA5, sizeof bytes);
+    Bucket* empty = ::new (static_cast<void*>(bytes)) Bucket();
+    static constexpr unsigned char kZeros[sizeof(Bucket)] = {};
+    // Padding may keep the 0xA5 of before: only the members are compared.
+    bool zero = std::memcmp(&empty->keys, kZeros, sizeof empty->keys) == 0 &&
+                std::memcmp(&empty->values, kZeros, sizeof empty->values) == 0 && empty->occupied == 0 &&
+                empty->overflow == 0;
+    empty->~Bucket();
+    return zero;
+  }
+
+ private:
 
   // MappedLength(bytes) of fresh zeroed memory, huge-page aligned when that
   // long; null if the kernel refuses.

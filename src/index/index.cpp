@@ -1,5 +1,6 @@
 #include "index/index.h"
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 #include <new>
@@ -220,6 +221,24 @@ void Index::MakeRoom(const KeyName& key, const Fingerprint* group) {
   if (group != nullptr && groups_.full()) SwapIn(tables_lock_, groups_, groups_.Grown());
   // Only a store under a group can add a summary entry (AddTail).
   if (key.split && group != nullptr && page_tails_.full()) SwapIn(tables_lock_, page_tails_, page_tails_.Grown());
+}
+
+void Index::ReserveKeys(uint64_t keys) {
+  WriterLock apply(apply_mu_);
+  try {
+    ReserveKeyTables(std::min(keys, max_entries_));
+  } catch (const std::bad_alloc&) {
+    Logf(LogLevel::kWarn, "out of memory reserving room for %d keys; the tables grow as keys come", keys);
+  }
+}
+
+void Index::ReserveKeyTables(uint64_t keys) {
+  // Keys spread evenly over the shards by their fingerprints: each gets
+  // about a kShards-th, give or take a few standard deviations.
+  const uint64_t per_shard = keys / kShards + keys / kShards / 64 + 1024;
+  for (KeyTable& shard : key_shards_) {
+    if (!shard.holds(per_shard)) SwapIn(tables_lock_, shard, shard.Reserved(per_shard));
+  }
 }
 
 bool Index::HasRoom() const {

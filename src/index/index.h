@@ -212,6 +212,11 @@ class Index {
   // Keys must be non-empty and at most kMaxObjectKeyBytes long. The
   // capacity bound applies as for stored events.
   void LoadKeys(std::span<const std::string_view> keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Sizes the key tables for `keys` present keys (at most max_entries), so
+  // that loading a snapshot of that many rebuilds no table: a rebuild holds
+  // a table's old and new arrays at once (at 30M keys about 100 MB more).
+  // Never shrinks a table; out of memory, it leaves them as they are.
+  void ReserveKeys(uint64_t keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // ---- adoption (see "Adoption" above) ----
 
@@ -346,6 +351,13 @@ class Index {
   // ---- counters ----
 
   Stats GetStats() const;
+
+  // Whether zero bytes are an empty bucket of every table the index keeps
+  // (fingerprint_table.h maps large tables and does not write them first).
+  static bool TablesStartAsZeroBytes() {
+    return KeyTable::EmptyBucketIsZeroBytes() && GroupTable::EmptyBucketIsZeroBytes() &&
+           PageTailsTable::EmptyBucketIsZeroBytes();
+  }
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
   uint64_t max_entries() const { return max_entries_; }
@@ -501,6 +513,9 @@ class Index {
   // tables, as WarmUp's (see there).
   void MakeRoom(const KeyName& key, const Fingerprint* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // ReserveKeys' work, the same way (may throw bad_alloc, changing nothing
+  // of the table it was building).
+  void ReserveKeyTables(uint64_t keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Touches the slots an event will update, without tables_lock_: the writer
   // (apply_mu_) is the only thread that changes the tables, so it may read
   // them unlocked. The analysis cannot know that; see the definition.
