@@ -126,7 +126,12 @@ TEST_P(Failover, TheSubscriberFollowsTheNewLeaderAndRestoresTheHitsWithoutAFalse
   const std::vector<std::string> after = Keys("after", 50);
 
   ScriptFile leader_script("leader"), restored("restored"), standby_script("standby");
+  // Stored last, after the removals: once it hits, the whole script was
+  // applied (a batch at a time, in order), so the readers never start
+  // between the stores of `removed` and their removals.
+  const std::vector<std::string> script_done = {"leader-script-done"};
   leader_script.Add("stored", common).Add("stored", leader_only).Add("stored", removed).Flush().Add("removed", removed);
+  leader_script.Flush().Add("stored", script_done);
   restored.Add("stored", common);
   standby_script.Add("stored", after);
 
@@ -166,8 +171,8 @@ TEST_P(Failover, TheSubscriberFollowsTheNewLeaderAndRestoresTheHitsWithoutAFalse
   // Following the first leader: its objects hit, its removals do not.
   ASSERT_TRUE(WaitFor(
       [&] {
-        return AllPresent(index, common, true) && AllPresent(index, leader_only, true) &&
-               AllPresent(index, removed, false);
+        return AllPresent(index, script_done, true) && AllPresent(index, common, true) &&
+               AllPresent(index, leader_only, true) && AllPresent(index, removed, false);
       },
       30s, 10ms))
       << "keys " << sci_test::Stats(index).keys;
