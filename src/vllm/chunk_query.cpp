@@ -20,9 +20,11 @@ namespace {
 // misses overlap each other instead of queueing.
 constexpr size_t kChunksPerRound = 16;
 
-// Chunks the prefix walk keeps fingerprinted and prefetched ahead of their
-// check when the caller gave the hashes (FullAttentionRun).
-constexpr size_t kWalkDepth = 8;
+// Chunks in a round of the prefix walk (FullAttentionRun): hashed from the
+// tokens, or given as hashes (then fingerprinting is all a miss wastes).
+constexpr size_t kTokenRound = 4;
+constexpr size_t kGivenRound = 8;
+constexpr size_t kMaxRound = std::max(kTokenRound, kGivenRound);
 
 // A chunk's state in a query's memory of what it looked up.
 enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
@@ -219,7 +221,7 @@ class Query {
               Presence::kUnknown);
     const size_t max_keys = std::max<size_t>(kChunksPerRound * 16, MaxPrefixesPerGroup());
     if (scratch_.keys.size() < 2 * max_keys) scratch_.keys.resize(2 * max_keys);
-    const size_t walk_keys = (kWalkDepth + 1) * std::max<size_t>(1, MaxPrefixesPerGroup());
+    const size_t walk_keys = 2 * kMaxRound * std::max<size_t>(1, MaxPrefixesPerGroup());
     if (scratch_.walk_keys.size() < walk_keys) scratch_.walk_keys.resize(walk_keys);
   }
 
@@ -382,68 +384,83 @@ class Query {
   // The longest prefix (tokens, at most `credited`) whose full-attention
   // chunks are all present: chunk ends are walked in order across groups.
   // The first chunk is looked up alone (a prompt nobody stored costs one
-  // block hash and one lookup); after it, each chunk's keys are prefetched
-  // a step ahead -- a chunk's keys travel while the next chunk is hashed --
-  // and checked in the hold that prefetches the next. With tokens the walk
-  // looks one chunk ahead (a miss wastes one block hash at most); with the
-  // hashes given, a few (fingerprinting is all it can waste).
+  // block hash and one lookup). After it the walk goes in rounds: a round's
+  // chunks are hashed and fingerprinted with no lock held, then one reader
+  // hold prefetches their keys and checks the round before, whose keys
+  // travelled while this round was hashed. One hold per round, not per
+  // chunk: a hold is two locked instructions, and each is a full barrier
+  // that stops the core overlapping the lookups with the SHA-256 around
+  // them. A miss wastes the rest of its round and the round after it: a few
+  // block hashes with tokens (kTokenRound), fingerprints only with the
+  // hashes given (kGivenRound).
   size_t FullAttentionRun(size_t credited) {
     std::vector<size_t>& next = scratch_.next_chunk;
     next.assign(layout_.groups().size(), 0);
-    const size_t depth = chain_.hashes_tokens() ? 1 : kWalkDepth;
-    Pending ring[kWalkDepth + 1];
+    const size_t round = chain_.hashes_tokens() ? kTokenRound : kGivenRound;
     const size_t stride = std::max<size_t>(1, MaxPrefixesPerGroup());
-    for (size_t i = 0; i <= depth; ++i) ring[i].keys = scratch_.walk_keys.data() + i * stride;
-    size_t head = 0, count = 0;
-    bool first = true;
-    for (;;) {
-      size_t best = 0, best_end = SIZE_MAX;
+    Pending rounds[2][kMaxRound];
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < kMaxRound; ++i) rounds[r][i].keys = scratch_.walk_keys.data() + (r * kMaxRound + i) * stride;
+    }
+    // The next chunk to end, across the full-attention groups.
+    const auto next_end = [&](size_t* group) {
+      size_t best_end = SIZE_MAX;
       for (size_t g = 0; g < layout_.groups().size(); ++g) {
-        const Layout::Group& group = layout_.groups()[g];
-        if (group.kind != GroupKind::kFullAttention) continue;
-        const size_t end = (next[g] + 1) * group.block_size;
-        if (end < best_end) best_end = end, best = g;
+        const Layout::Group& candidate = layout_.groups()[g];
+        if (candidate.kind != GroupKind::kFullAttention) continue;
+        const size_t end = (next[g] + 1) * candidate.block_size;
+        if (end < best_end) best_end = end, *group = g;
       }
-      // No prefix of up to `credited` tokens needs a chunk ending after it.
-      const bool more = best_end <= credited;
-      if (more && first) {
-        first = false;
-        // Missing: every prefix shorter than its end holds, none longer.
-        if (next[best] >= ChunksInside(best) || !ChunkPresent(best, next[best])) return best_end - 1;
-        ++next[best];
-        continue;
+      return best_end;  // no prefix of up to `credited` tokens needs a chunk ending after it
+    };
+    size_t g = 0;
+    if (const size_t end = next_end(&g); end <= credited) {
+      // Missing: every prefix shorter than its end holds, none longer.
+      if (next[g] >= ChunksInside(g) || !ChunkPresent(g, next[g])) return end - 1;
+      ++next[g];
+    }
+    Pending* checking = rounds[0];  // the round prefetched, checked in the next hold
+    size_t n_checking = 0;
+    for (size_t r = 1;; r ^= 1) {
+      Pending* adding = rounds[r];
+      size_t n_adding = 0;
+      for (size_t end; n_adding < round && (end = next_end(&g)) <= credited; ++n_adding) {
+        Pending& added = adding[n_adding];
+        added.group = g;
+        added.chunk = next[g]++;
+        added.end = end;
+        added.known = added.chunk < ChunksInside(g) && FingerprintChunk(g, added.chunk, added.keys);
       }
-      Pending* added = nullptr;
-      if (more) {
-        added = &ring[(head + count) % (depth + 1)];
-        added->group = best;
-        added->chunk = next[best]++;
-        added->end = best_end;
-        added->known = added->chunk < ChunksInside(best) && FingerprintChunk(best, added->chunk, added->keys);
-        ++count;
+      if (n_adding == 0 && n_checking == 0) return credited;
+      for (size_t i = 0; i < n_checking; ++i) {
+        if (checking[i].known && hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) {
+          hooks_->before_chunk_keys(hooks_->user, checking[i].group, checking[i].chunk);
+        }
       }
-      if (count == 0) return credited;
-      Pending* oldest = !more || count > depth ? &ring[head] : nullptr;
-      if (oldest != nullptr && oldest->known && hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) {
-        hooks_->before_chunk_keys(hooks_->user, oldest->group, oldest->chunk);
-      }
-      bool present = false;
+      size_t absent = n_checking;  // the first chunk of the round found absent
       {
         Index::Reader reader(index_);
-        if (added != nullptr && added->known) {
-          for (uint32_t p = 0; p < layout_.groups()[added->group].n_prefixes; ++p) reader.PrefetchKey(added->keys[p]);
+        for (size_t i = 0; i < n_adding; ++i) {
+          if (!adding[i].known) continue;
+          for (uint32_t p = 0; p < layout_.groups()[adding[i].group].n_prefixes; ++p) reader.PrefetchKey(adding[i].keys[p]);
         }
-        if (oldest != nullptr && oldest->known) {
-          present = reader.ContainsAll(
-              std::span<const Fingerprint>(oldest->keys, layout_.groups()[oldest->group].n_prefixes));
+        for (size_t i = 0; i < n_checking && absent == n_checking; ++i) {
+          const Pending& chunk = checking[i];
+          if (!chunk.known ||
+              !reader.ContainsAll(std::span<const Fingerprint>(chunk.keys, layout_.groups()[chunk.group].n_prefixes))) {
+            absent = i;
+          }
         }
       }
-      if (oldest == nullptr) continue;
-      ++chunks_looked_up_;
-      if (oldest->known) PresenceOf(oldest->group, oldest->chunk) = present ? Presence::kPresent : Presence::kAbsent;
-      if (!present) return oldest->end - 1;
-      head = (head + 1) % (depth + 1);
-      --count;
+      for (size_t i = 0; i < n_checking && i <= absent; ++i) {
+        ++chunks_looked_up_;
+        if (checking[i].known) {
+          PresenceOf(checking[i].group, checking[i].chunk) = i == absent ? Presence::kAbsent : Presence::kPresent;
+        }
+      }
+      if (absent < n_checking) return checking[absent].end - 1;
+      checking = adding;
+      n_checking = n_adding;
     }
   }
 

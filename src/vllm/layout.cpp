@@ -111,8 +111,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
   return layout;
 }
 
-Fingerprint Layout::KeyFingerprint(size_t prefix, const char* hex) const {
-  if (hash_ended_[prefix]) return HashEndedFingerprint(secrets_[prefix], hex);
+Fingerprint Layout::WholeKeyFingerprint(size_t prefix, const char* hex) const {
   char key[kMaxKeyBytes];
   const std::string& head = prefixes_[prefix];
   head.copy(key, head.size());

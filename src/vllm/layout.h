@@ -76,13 +76,20 @@ class Layout {
   size_t n_prefixes() const { return prefixes_.size(); }
   std::string_view prefix(size_t i) const { return prefixes_[i]; }
   // The fingerprint of "<prefix i>@<hex>", `hex` the 64 digits of a chunk hash.
-  Fingerprint KeyFingerprint(size_t prefix, const char* hex) const;
+  // Inline: a query fingerprints every required key of every chunk, and the
+  // usual prefix (no 64-digit run in it) costs four multiplies.
+  Fingerprint KeyFingerprint(size_t prefix, const char* hex) const {
+    if (hash_ended_[prefix] != 0) [[likely]] return HashEndedFingerprint(secrets_[prefix], hex);
+    return WholeKeyFingerprint(prefix, hex);
+  }
 
   // Readable forms, for tests and tools (they allocate; the query does not).
   std::vector<std::string> KeysFor(size_t group, std::string_view chunk_hash_hex) const;
 
  private:
   Layout() = default;
+  // KeyFingerprint of a prefix that holds a 64-digit run: the key hashed whole.
+  Fingerprint WholeKeyFingerprint(size_t prefix, const char* hex) const;
 
   HashAlgorithm algorithm_ = HashAlgorithm::kSha256;
   BlockDigest none_hash_{};
