@@ -34,7 +34,6 @@ enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
 struct Scratch {
   std::vector<BlockDigest> digests;      // the chain, as far as computed
   std::vector<uint8_t> digest_known;     // by event hash: 0 when unresolved or ambiguous
-  std::vector<char> hex;                 // 64 characters per digest, as far as computed
   std::vector<Fingerprint> keys;         // a round of chunks' keys
   std::vector<Presence> presence;        // per (group, chunk), groups one after the other
   std::vector<size_t> presence_at;       // group -> its first entry in presence
@@ -66,7 +65,6 @@ class Chain {
     if (scratch_.digests.size() < available_) {
       scratch_.digests.resize(available_);
       scratch_.digest_known.resize(available_);
-      scratch_.hex.resize(available_ * kPageHashHexLength);
     }
     memo_ = &PageDigestMemo::ForThisThread();
     if (!source.by_digests && !source.by_event_hashes) domain_ = ExtrasDomain();
@@ -81,7 +79,7 @@ class Chain {
     while (computed_ <= block) Compute(computed_++);
     return scratch_.digest_known[block] != 0;
   }
-  const char* Hex(size_t block) const { return scratch_.hex.data() + block * kPageHashHexLength; }
+  const BlockDigest& Digest(size_t block) const { return scratch_.digests[block]; }
   size_t blocks_computed() const { return computed_; }
   // Whether the digests are hashed here from tokens (not given).
   bool hashes_tokens() const { return !source_.by_digests && !source_.by_event_hashes; }
@@ -117,7 +115,6 @@ class Chain {
     } else {
       HashFromTokens(block, digest);
     }
-    if (known) ToHex(digest, scratch_.hex.data() + block * kPageHashHexLength);
   }
 
   // As SGLang's PageHasher: the memo is consulted for the first block; if it
@@ -297,7 +294,10 @@ class Query {
   bool FingerprintChunk(size_t g, size_t chunk, Fingerprint* out) {
     const size_t block = KeyBlock(g, chunk);
     if (!chain_.Ensure(block)) return false;
-    const char* hex = chain_.Hex(block);
+    // The digits of the chunk hash, made here for the chunks looked up only
+    // (not for every hash block) and kept in registers and L1.
+    char hex[kPageHashHexLength];
+    ToHex(chain_.Digest(block), hex);
     const Layout::Group& group = layout_.groups()[g];
     for (uint32_t p = 0; p < group.n_prefixes; ++p) out[p] = layout_.KeyFingerprint(group.first_prefix + p, hex);
     return true;
