@@ -250,6 +250,36 @@ TEST(HashEndedFingerprint, PrefixTenantCaseAndConstructionAllTellStringsApart) {
   }
 }
 
+// A query that holds a digest fingerprints from its bytes; the writer,
+// given the key's text, decodes lowercase digits to the same bytes. Both
+// must agree for every digest, and any other byte in a run of otherwise
+// lowercase digits must take the digits' own form.
+TEST(HashEndedFingerprint, TheDigestsBytesGiveTheFingerprintOfItsLowercaseDigits) {
+  std::mt19937_64 rng(11);
+  const HashEndSecret secret = HashEndSecretOf(TenantSeed("default"), "prod@M@tp_rank:0@group:0@");
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::array<uint8_t, 32> digest;
+    for (uint8_t& byte : digest) byte = static_cast<uint8_t>(rng());
+    if (trial == 0) digest.fill(0x00);
+    if (trial == 1) digest.fill(0xFF);
+    char hex[64];
+    for (size_t i = 0; i < digest.size(); ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    std::array<uint8_t, 32> decoded;
+    ASSERT_TRUE(LowercaseHexBytes(hex, decoded.data()));
+    ASSERT_EQ(decoded, digest);
+    EXPECT_EQ(HashEndedFingerprintOfBytes(secret, digest.data()), HashEndedFingerprint(secret, hex));
+  }
+  const std::string hash = RandomHash(rng);
+  for (size_t i = 0; i < hash.size(); ++i) {
+    for (const char other : {'A', 'F', 'g', '/', ':', '`', '\x80'}) {
+      std::string changed = hash;
+      changed[i] = other;
+      std::array<uint8_t, 32> bytes;
+      EXPECT_FALSE(LowercaseHexBytes(changed.data(), bytes.data())) << i << " " << other;
+    }
+  }
+}
+
 // Chi-square of the top 10 bits of each half over 1024 bins: the table
 // places a key by its low half's top bits and the index shards by the high
 // half, so both must spread evenly, for page hashes and for digit runs with

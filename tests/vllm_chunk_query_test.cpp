@@ -138,10 +138,10 @@ TEST(VllmLayout, KeyFingerprintsAreTheWritersFingerprints) {
   // writer splits such a key in its prefix); both must agree with FingerprintOf.
   const std::string hexy(64, 'a');
   auto layout = Make(Spec({Group(GroupKind::kFullAttention, 16, {"plain@M@group:0", hexy + "@M", "x" + hexy})}));
-  const std::string digest = Hex(HashChain(HashAlgorithm::kSha256, "0", Iota(16), 16)[0]);
+  const BlockDigest digest = HashChain(HashAlgorithm::kSha256, "0", Iota(16), 16)[0];
   for (size_t p = 0; p < layout->n_prefixes(); ++p) {
-    const std::string key = std::string(layout->prefix(p)) + digest;
-    EXPECT_EQ(layout->KeyFingerprint(p, digest.data()), FingerprintOf(layout->tenant_seed(), key)) << key;
+    const std::string key = std::string(layout->prefix(p)) + Hex(digest);
+    EXPECT_EQ(layout->KeyFingerprint(p, digest), FingerprintOf(layout->tenant_seed(), key)) << key;
   }
 }
 

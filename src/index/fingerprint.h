@@ -118,8 +118,9 @@ inline size_t FingerprintSplit(std::string_view bytes) {
 // Hash-ended strings. A group id is "<prefix><64 hex page hash>": its first
 // run of 64 digits ends it. Such a string is fingerprinted from its prefix
 // (hashed once into a secret) and its 64 digits (mixed by one round of NH,
-// the universal hash of UMAC: four independent 64x64->128 multiplies,
-// summed), not by XXH3 over all its bytes: a page query fingerprints one
+// the universal hash of UMAC: independent 64x64->128 multiplies, summed;
+// two over the 32 bytes lowercase digits spell, four over the digits of any
+// other case), not by XXH3 over all its bytes: a page query fingerprints one
 // group id per page, and that hash was 40% of a verified page's lookup
 // (XXH3-128 over 79 bytes is a chain of dependent multiplies, in the way of
 // the probe). The writer gets the same fingerprint from the whole string.
@@ -128,8 +129,8 @@ inline size_t FingerprintSplit(std::string_view bytes) {
 // for the 8 bits the tenant tag replaces, so two digit runs collide only if
 // 120 bits of their sums do; for page hashes (SHA-256 digests, 256 random
 // bits in 64 digits) that is as likely as a 120-bit collision, give or take
-// a few bits. The digits are mixed as the bytes they
-// are, case included, so "AB.." and "ab.." stay distinct strings. The
+// a few bits. Digits that are not all lowercase are mixed as the bytes they
+// are, under other keys, so "AB.." and "ab.." stay distinct strings. The
 // prefix and tenant enter through the secret; the construction differs from
 // XXH3's, so a hash-ended string cannot take a fingerprint of another shape
 // but by chance.
@@ -160,17 +161,87 @@ inline uint64_t SpreadBits(uint64_t x) {
   return x ^ (x >> 32);
 }
 
+// The 32 bytes that the 64 lowercase hex digits at `digits` spell, into
+// `out`; false (out undefined) if one of them is not [0-9a-f].
+inline bool LowercaseHexBytes(const char* digits, uint8_t* out) {
+#if defined(__SSE2__)
+  for (int half = 0; half < 2; ++half) {
+    __m128i nibbles[2];
+    for (int part = 0; part < 2; ++part) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(digits + 32 * half + 16 * part));
+      // Signed compares: bytes >= 0x80 are negative, outside both ranges.
+      const __m128i digit =
+          _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+      const __m128i letter =
+          _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('f' + 1)));
+      if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
+      // '0'-'9' to 0-9, 'a'-'f' to 10-15.
+      nibbles[part] = _mm_sub_epi8(_mm_sub_epi8(v, _mm_set1_epi8('0')),
+                                   _mm_and_si128(letter, _mm_set1_epi8('a' - '0' - 10)));
+    }
+    // A 16-bit lane holds one byte's two digits, the first (high nibble) in
+    // its low byte.
+    const auto join = [](__m128i lanes) {
+      return _mm_or_si128(_mm_slli_epi16(_mm_and_si128(lanes, _mm_set1_epi16(0x00FF)), 4), _mm_srli_epi16(lanes, 8));
+    };
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * half), _mm_packus_epi16(join(nibbles[0]), join(nibbles[1])));
+  }
+  return true;
+#else
+  const auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (int i = 0; i < 32; ++i) {
+    const int high = nibble(digits[2 * i]), low = nibble(digits[2 * i + 1]);
+    if (high < 0 || low < 0) return false;
+    out[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  return true;
+#endif
+}
+
+// The NH sum's last step: the fingerprint from the 128-bit sum. The low
+// half places a key in its table, so it gets a second round: with two
+// products, digit runs that differ in one 4-byte window (a counter) sum
+// along a line, and one round left their top bits uneven.
+__extension__ using NhSum = unsigned __int128;
+inline Fingerprint HashEndedFromSum(const HashEndSecret& secret, NhSum sum) {
+  const auto low = static_cast<uint64_t>(sum);
+  const auto high = static_cast<uint64_t>(sum >> 64);
+  return Fingerprint{SpreadBits(SpreadBits(low ^ secret.k[8]) ^ high),
+                     WithTenantTag(SpreadBits(high ^ low), secret.tenant_seed)};
+}
+
+// The fingerprint of "<prefix><digits>" when its 64 digits are lowercase,
+// from the 32 bytes they spell (a SHA-256 digest, as a query holds it): NH
+// over four words, two multiplies. A query that holds the digest needs no
+// hex at all, and half the multiplies of the digits' form.
+inline Fingerprint HashEndedFingerprintOfBytes(const HashEndSecret& secret, const uint8_t* bytes) {
+  __extension__ using Wide = unsigned __int128;
+  // Keys of their own: this form and the digits' (below) never share terms.
+  constexpr uint64_t kBytesDomain = 0x7B54A41DC25A59B5ull;
+  uint64_t w[4];
+  std::memcpy(w, bytes, sizeof w);
+  const Wide sum = static_cast<Wide>(w[0] + (secret.k[0] ^ kBytesDomain)) * (w[1] + (secret.k[1] ^ kBytesDomain)) +
+                   static_cast<Wide>(w[2] + (secret.k[2] ^ kBytesDomain)) * (w[3] + (secret.k[3] ^ kBytesDomain));
+  return HashEndedFromSum(secret, sum);
+}
+
 // The fingerprint of "<prefix><digits>", from the prefix's secret and the
-// 64 digits at `digits`.
+// 64 hex digits at `digits`: from the bytes they spell when all are
+// lowercase (as every page and chunk hash is written), else from the digits
+// themselves, as the bytes they are (so "AB.." and "ab.." stay distinct).
 inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char* digits) {
+  uint8_t bytes[32];
+  if (LowercaseHexBytes(digits, bytes)) return HashEndedFingerprintOfBytes(secret, bytes);
   __extension__ using Wide = unsigned __int128;
   uint64_t w[8];
   std::memcpy(w, digits, sizeof w);
   Wide sum = 0;
   for (int j = 0; j < 8; j += 2) sum += static_cast<Wide>(w[j] + secret.k[j]) * (w[j + 1] + secret.k[j + 1]);
-  const auto low = static_cast<uint64_t>(sum);
-  const auto high = static_cast<uint64_t>(sum >> 64);
-  return Fingerprint{SpreadBits(low ^ secret.k[8]), WithTenantTag(SpreadBits(high ^ low), secret.tenant_seed)};
+  return HashEndedFromSum(secret, sum);
 }
 
 // One part (head or tail) of a split key, or a whole key.

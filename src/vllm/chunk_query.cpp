@@ -294,12 +294,9 @@ class Query {
   bool FingerprintChunk(size_t g, size_t chunk, Fingerprint* out) {
     const size_t block = KeyBlock(g, chunk);
     if (!chain_.Ensure(block)) return false;
-    // The digits of the chunk hash, made here for the chunks looked up only
-    // (not for every hash block) and kept in registers and L1.
-    char hex[kPageHashHexLength];
-    ToHex(chain_.Digest(block), hex);
+    const BlockDigest& digest = chain_.Digest(block);
     const Layout::Group& group = layout_.groups()[g];
-    for (uint32_t p = 0; p < group.n_prefixes; ++p) out[p] = layout_.KeyFingerprint(group.first_prefix + p, hex);
+    for (uint32_t p = 0; p < group.n_prefixes; ++p) out[p] = layout_.KeyFingerprint(group.first_prefix + p, digest);
     return true;
   }
 

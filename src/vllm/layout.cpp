@@ -111,11 +111,11 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
   return layout;
 }
 
-Fingerprint Layout::WholeKeyFingerprint(size_t prefix, const char* hex) const {
+Fingerprint Layout::WholeKeyFingerprint(size_t prefix, const BlockDigest& digest) const {
   char key[kMaxKeyBytes];
   const std::string& head = prefixes_[prefix];
   head.copy(key, head.size());
-  std::memcpy(key + head.size(), hex, kPageHashHexLength);
+  ToHex(digest, key + head.size());
   return FingerprintOf(tenant_seed_, std::string_view(key, head.size() + kPageHashHexLength));
 }
 

@@ -75,12 +75,13 @@ class Layout {
 
   size_t n_prefixes() const { return prefixes_.size(); }
   std::string_view prefix(size_t i) const { return prefixes_[i]; }
-  // The fingerprint of "<prefix i>@<hex>", `hex` the 64 digits of a chunk hash.
+  // The fingerprint of "<prefix i>@<hex of digest>", `digest` a chunk hash.
   // Inline: a query fingerprints every required key of every chunk, and the
-  // usual prefix (no 64-digit run in it) costs four multiplies.
-  Fingerprint KeyFingerprint(size_t prefix, const char* hex) const {
-    if (hash_ended_[prefix] != 0) [[likely]] return HashEndedFingerprint(secrets_[prefix], hex);
-    return WholeKeyFingerprint(prefix, hex);
+  // usual prefix (no 64-digit run in it) costs two multiplies over the
+  // digest's bytes, no hex (fingerprint.h).
+  Fingerprint KeyFingerprint(size_t prefix, const BlockDigest& digest) const {
+    if (hash_ended_[prefix] != 0) [[likely]] return HashEndedFingerprintOfBytes(secrets_[prefix], digest.data());
+    return WholeKeyFingerprint(prefix, digest);
   }
 
   // Readable forms, for tests and tools (they allocate; the query does not).
@@ -89,7 +90,7 @@ class Layout {
  private:
   Layout() = default;
   // KeyFingerprint of a prefix that holds a 64-digit run: the key hashed whole.
-  Fingerprint WholeKeyFingerprint(size_t prefix, const char* hex) const;
+  Fingerprint WholeKeyFingerprint(size_t prefix, const BlockDigest& digest) const;
 
   HashAlgorithm algorithm_ = HashAlgorithm::kSha256;
   BlockDigest none_hash_{};
