@@ -262,7 +262,7 @@ TEST(HashEndedFingerprint, TheDigestsBytesGiveTheFingerprintOfItsLowercaseDigits
     for (uint8_t& byte : digest) byte = static_cast<uint8_t>(rng());
     if (trial == 0) digest.fill(0x00);
     if (trial == 1) digest.fill(0xFF);
-    char hex[64];
+    char hex[65];  // snprintf writes each pair with its NUL
     for (size_t i = 0; i < digest.size(); ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
     std::array<uint8_t, 32> decoded;
     ASSERT_TRUE(LowercaseHexBytes(hex, decoded.data()));
