@@ -252,8 +252,8 @@ class FingerprintTable {
     // Bit i: entry i holds `key`. Every entry is compared and the results
     // combined without a branch: which entry of its bucket a key sits in is
     // random, so a loop that stopped at the match mispredicted on most
-    // lookups (paired, a vLLM cold query's lookups cost a third less
-    // without it: bench/README.md, "vLLM").
+    // lookups (paired, a cold query's key checks cost a third less without
+    // it: bench/README.md).
     uint32_t Matches(const PackedFingerprint& key) const {
       uint32_t equal = 0;
       for (uint32_t i = 0; i < kEntries; ++i) equal |= static_cast<uint32_t>(SameKey(keys[i], key)) << i;
