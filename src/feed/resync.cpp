@@ -108,16 +108,21 @@ bool Resync::DownloadDue(Clock::time_point now) const {
   return !download_started_ever_ || now - last_download_start_ >= Backoff();
 }
 
+// Milliseconds from `now` to `at`, rounded up so that the wake-up is never
+// just before it; 0 if it has passed.
+long MsUntil(Resync::Clock::time_point at, Resync::Clock::time_point now) {
+  const auto left = at - now;
+  if (left <= Resync::Clock::duration::zero()) return 0;
+  return static_cast<long>(std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX));
+}
+
 long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
-  if (!ReadyToFetch()) return timeout_ms;
-  long due_ms = 0;
-  if (download_started_ever_) {
-    const auto left = last_download_start_ + Backoff() - now;
-    // Rounded up, so that the wake-up is never just before the end.
-    if (left > Clock::duration::zero()) {
-      due_ms = static_cast<long>(std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX));
-    }
+  if (phase_ == Phase::kCatchingUp) {
+    const long due_ms = MsUntil(catch_up_until_, now);
+    return timeout_ms < 0 ? due_ms : std::min(timeout_ms, due_ms);
   }
+  if (!ReadyToFetch()) return timeout_ms;
+  const long due_ms = download_started_ever_ ? MsUntil(last_download_start_ + Backoff(), now) : 0;
   return timeout_ms < 0 ? due_ms : std::min(timeout_ms, due_ms);
 }
 
@@ -142,7 +147,7 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     index_.counters().sequence_gaps.Add();
     const std::string why =
         absl::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1, sequence);
-    if (phase_ == Phase::kFetching) {
+    if (SnapshotUnderWay()) {
       Fail(why, now);  // and this message begins the next buffer, below
     } else if (!buffer_.empty()) {
       // No download yet: the snapshot will be taken after this message,
@@ -160,7 +165,7 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
   std::string full;
   if (!buffer_.Add(frames, &full)) {
     const std::string why = "the stream outran the download: " + full;
-    if (phase_ == Phase::kFetching) {
+    if (SnapshotUnderWay()) {
       Fail(why, now);
     } else if (!buffer_.empty()) {
       Logf(LogLevel::kInfo, "resync: %s before the download; the buffer restarts at this message", why);
@@ -198,13 +203,19 @@ bool Resync::Poll(Clock::time_point now) {
     StartFetch(now);
     return false;
   }
-  if (phase_ != Phase::kFetching || fetch_ == nullptr || !fetch_->finished()) return false;
-  if (!fetch_->ok()) {
-    // What is buffered is still exact for the next download, taken after it.
-    Fail(absl::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now,
-         /*keep_buffer=*/true);
-    return false;
+  if (phase_ == Phase::kFetching) {
+    if (fetch_ == nullptr || !fetch_->finished()) return false;
+    if (!fetch_->ok()) {
+      // What is buffered is still exact for the next download, taken after it.
+      Fail(absl::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now,
+           /*keep_buffer=*/true);
+      return false;
+    }
+    // Loaded: the events it may already reflect are still on their way.
+    phase_ = Phase::kCatchingUp;
+    catch_up_until_ = now + std::chrono::milliseconds(options_.catch_up_ms);
   }
+  if (!ReplayDue(now)) return false;
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.messages();
   const size_t spilled = buffer_.spilled_bytes();

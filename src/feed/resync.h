@@ -3,8 +3,11 @@
 //
 //   kOff ──Begin()──▶ kWaiting ──subscription live, back-off over──▶ kFetching
 //     ▲                  ▲                                               │
-//     │                  └──────── failure (counted, logged) ◀───────────┤
-//     └────────────── snapshot loaded, buffer replayed ◀─────────────────┘
+//     │                  ├──────── failure (counted, logged) ◀───────────┤
+//     │                  │                                  snapshot loaded
+//     │                  │                                               ▼
+//     │                  └──── gap, overflow ◀──────────────────── kCatchingUp
+//     └────────────── catch-up over, buffer replayed ◀───────────────────┘
 //
 // Begin() empties and holds the index (every query answers miss). From the
 // first message on the connection, which proves the subscription live,
@@ -18,7 +21,14 @@
 // as soon as the subscription is live and the back-off is over: on a
 // message, or on Poll() once the back-off ends (the subscriber wakes for
 // it: PollTimeoutMs), so a master gone quiet is resynced all the same.
-// SnapshotFetch downloads and loads the snapshot; then the buffer is
+// SnapshotFetch downloads and loads the snapshot. The stream is then
+// buffered for catch_up_ms more (kCatchingUp): Mooncake changes its
+// metadata before its publisher thread sends the event (a queue between
+// them), and the snapshot carries no sequence, so it may already reflect
+// events that arrive after its last byte; a store it has seen removed,
+// applied after it, would show the key until the removal came (a false
+// hit). Buffered and replayed before the hold ends, such events only bring
+// the index to where the snapshot was. Then the buffer is
 // replayed in order with the index's cursor unset, so the first buffered
 // message begins a run (the early-gap rule for the Mooncake format) -- or,
 // the buffer being empty, the cursor resumes at the last sequence the
@@ -71,6 +81,11 @@ struct ResyncOptions {
   uint32_t min_interval_ms = kDefaultMinIntervalMs;
   uint32_t timeout_ms = kDefaultTimeoutMs;
   size_t buffer_bytes = kDefaultBufferBytes;
+  // How long the stream is still buffered once the snapshot is loaded
+  // (see above). Mooncake's publisher sends an event within a few ms of the
+  // change: the subscriber's default, 100 ms, covers its queue with room to
+  // spare, for a hold 100 ms longer. 0: replay what has come at once.
+  uint32_t catch_up_ms = 0;
   size_t spill_bytes = kDefaultSpillBytes;  // 0: never spill
   std::string spill_dir;                    // empty: $TMPDIR, else /tmp
   bool proxy_from_env = false;
@@ -124,12 +139,20 @@ class Resync {
   // index serves again).
   bool Poll(Clock::time_point now);
 
+  // The catch-up is over: the next Poll() replays the buffer. What the
+  // socket already holds should be handed to OnMessage() first, so that the
+  // replay is as recent as the stream allows.
+  bool ReplayDue(Clock::time_point now) const { return phase_ == Phase::kCatchingUp && now >= catch_up_until_; }
+
   // `timeout_ms` (the loop's own, -1 = none), shortened to the end of the
-  // back-off if a download waits for it.
+  // back-off if a download waits for it, or to the end of the catch-up.
   long PollTimeoutMs(long timeout_ms, Clock::time_point now) const;
 
  private:
-  enum class Phase { kOff, kWaiting, kFetching };
+  enum class Phase { kOff, kWaiting, kFetching, kCatchingUp };
+
+  // Downloading or loaded: a gap or an overflow now fails the resync.
+  bool SnapshotUnderWay() const { return phase_ == Phase::kFetching || phase_ == Phase::kCatchingUp; }
 
   void StartFetch(Clock::time_point now);
   // Waiting, and the subscription proven live: only the back-off may delay
@@ -156,6 +179,7 @@ class Resync {
   uint64_t last_stream_sequence_ = 0;
   bool download_started_ever_ = false;
   Clock::time_point last_download_start_{};
+  Clock::time_point catch_up_until_{};  // kCatchingUp: when the replay is due
   uint32_t consecutive_failures_ = 0;
   DecodedMessage scratch_;
 };

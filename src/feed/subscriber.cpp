@@ -135,6 +135,7 @@ ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   r.buffer_bytes = options.resync_buffer_bytes;
   r.spill_bytes = options.resync_spill_bytes;
   r.spill_dir = options.resync_spill_dir;
+  r.catch_up_ms = options.resync_catch_up_ms;
   r.proxy_from_env = options.proxy_from_env;
   return r;
 }
@@ -283,7 +284,7 @@ class Subscriber::Loop {
         wake_.Reset();
         if (stop_requested_.load(std::memory_order_acquire)) return;
         TakeRetarget();
-        if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
+        PollResync();
       }
       if (n_items == 3 && data_.handle() != nullptr) {
         // Monitor first: the handshake event of a connection is emitted
@@ -295,7 +296,7 @@ class Subscriber::Loop {
       CheckStale(Clock::now());
       ResyncIfCleared(Clock::now());
       // A download due (its back-off over) starts here, message or not.
-      if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
+      PollResync();
       index_.AdoptRequestedGroups();  // what queries asked since the last message (index.h, "Adoption")
     }
   }
@@ -373,6 +374,16 @@ class Subscriber::Loop {
       retarget_completed_ = ticket;
     }
     retarget_done_.notify_all();
+  }
+
+  // Moves the resync on (resync.h). Before its replay, every message the
+  // socket already holds is buffered: a message left queued would be
+  // applied after the hold ends, older than the snapshot it follows.
+  void PollResync() {
+    if (resync_.ReplayDue(Clock::now()) && data_.handle() != nullptr) {
+      DrainData(options_.receive_hwm > 0 ? options_.receive_hwm : -1);
+    }
+    if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
   }
 
   // After anything that may have cleared the index (a gap, an all-cleared

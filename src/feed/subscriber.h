@@ -62,6 +62,7 @@ struct SubscriberOptions {
   // Stream bytes buffered while a snapshot downloads; see feed/resync.h.
   static constexpr size_t kDefaultResyncBufferBytes = size_t{32} << 20;
   static constexpr size_t kDefaultResyncSpillBytes = size_t{4} << 30;
+  static constexpr uint32_t kDefaultResyncCatchUpMs = 100;  // feed/resync.h
   static constexpr char kDefaultClusterId[] = "mooncake_cluster";
   static constexpr uint32_t kDefaultAdminPort = 9003;
   static constexpr uint32_t kDefaultEtcdPollMs = 500;
@@ -89,6 +90,9 @@ struct SubscriberOptions {
   size_t resync_buffer_bytes = kDefaultResyncBufferBytes;         // > 0
   size_t resync_spill_bytes = kDefaultResyncSpillBytes;
   std::string resync_spill_dir;
+  // How long the stream is still buffered once the snapshot is loaded,
+  // before the replay (feed/resync.h: a snapshot can be ahead of the stream).
+  uint32_t resync_catch_up_ms = kDefaultResyncCatchUpMs;
   // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).
   bool proxy_from_env = false;
 
