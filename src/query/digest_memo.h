@@ -117,4 +117,49 @@ class PageDigestMemo {
   uint64_t pages_hashed_ = 0;
 };
 
+// When a request's digests consult the memo: the rule both families'
+// hashers follow (SGLang's PageHasher, vLLM's block chain). A request is
+// memoised on its second sight. Its first page is always looked up: if the
+// memo holds it, the request (or a prefix of it) was seen before, and every
+// page is looked up, served from the memo if there, else hashed and
+// memoised; if not, only the first page is memoised, as the request's
+// sighting, and the rest is hashed without the memo. Why: most requests a
+// router sees are new, and memoising a page costs an XXH3 pass over its
+// units and a memo line (about a sixth of its SHA-256), which only a repeat
+// pays back; a repeated prefix is memoised in full on its second query and
+// served from the memo from its third on.
+//
+// A prefix query may hash its first page without the memo (DeferFirst) and
+// look it up only if it goes on to the second page: most prefix queries are
+// of prompts nobody stored, which then cost one SHA-256 and nothing else.
+class MemoSighting {
+ public:
+  explicit MemoSighting(bool has_memo) : use_(has_memo ? Use::kUndecided : Use::kBypass) {}
+
+  // Whether the next page looks the memo up (and memoises what it hashes).
+  bool consults() const { return use_ == Use::kUndecided || use_ == Use::kLookUp; }
+  // Whether the request was seen before (every page is looked up).
+  bool seen_before() const { return use_ == Use::kLookUp; }
+  // The first page was hashed without the memo: Resolve() is due before the second.
+  bool first_deferred() const { return use_ == Use::kDeferred; }
+
+  void DeferFirst() {
+    if (use_ == Use::kUndecided) use_ = Use::kDeferred;
+  }
+  // The first page's lookup found it or not (as a page looked up, or the
+  // deferred one looked up late): decides the rest of the request.
+  void Resolve(bool first_found) {
+    if (use_ == Use::kUndecided || use_ == Use::kDeferred) use_ = first_found ? Use::kLookUp : Use::kBypass;
+  }
+
+ private:
+  enum class Use {
+    kUndecided,  // the first page is not looked up yet
+    kDeferred,   // the first page was hashed without the memo
+    kLookUp,     // seen before: every page is looked up
+    kBypass,     // no memo, or first sight: every later page hashed without it
+  };
+  Use use_;
+};
+
 }  // namespace sci

@@ -14,4 +14,18 @@ struct PageQueryResult {
   size_t pages_examined = 0;  // pages hashed and looked up (CheckPrefix stops early)
 };
 
+// Adds per-item answers, in item order, to a result's hit counts: all of
+// them, and the leading run.
+class HitTally {
+ public:
+  void Add(bool hit, PageQueryResult& result) {
+    result.total_hits += hit ? 1 : 0;
+    leading_run_ = leading_run_ && hit;
+    result.prefix_hits += leading_run_ ? 1 : 0;
+  }
+
+ private:
+  bool leading_run_ = true;
+};
+
 }  // namespace sci

@@ -108,8 +108,8 @@ void PageHasher::ComputeNextKey() {
 
 const PageDigest& PageHasher::Next() {
   const size_t page = next_page_++;
-  if (memo_use_ == MemoUse::kDeferred) ResolveDeferredFirstPage();
-  if (memo_use_ == MemoUse::kBypass) {
+  if (sighting_.first_deferred()) ResolveDeferredFirstPage();
+  if (!sighting_.consults()) {
     HashPage(page);
     return digest_;
   }
@@ -120,7 +120,7 @@ const PageDigest& PageHasher::Next() {
     HashPage(page);
     memo_->Insert(key, digest_);
   }
-  if (memo_use_ == MemoUse::kUndecided) memo_use_ = found ? MemoUse::kLookUp : MemoUse::kBypass;
+  sighting_.Resolve(found);  // decides the request at its first page
   return digest_;
 }
 
@@ -128,7 +128,7 @@ const PageDigest& PageHasher::NextHashingFirst() {
   assert(next_page_ == 0);
   next_page_ = 1;
   HashPage(0);
-  if (memo_use_ == MemoUse::kUndecided) memo_use_ = MemoUse::kDeferred;
+  sighting_.DeferFirst();
   return digest_;
 }
 
@@ -138,11 +138,11 @@ void PageHasher::ResolveDeferredFirstPage() {
   PageDigest memoised;
   const bool found = memo_->Find(keys_.at[0], &memoised);
   if (!found) memo_->Insert(keys_.at[0], digest_);
-  memo_use_ = found ? MemoUse::kLookUp : MemoUse::kBypass;
+  sighting_.Resolve(found);
 }
 
 void PageHasher::LookAhead(size_t pages) {
-  if (memo_use_ != MemoUse::kLookUp) return;
+  if (!sighting_.seen_before()) return;
   const size_t until = std::min(this->pages(), next_page_ + std::min(pages, kMaxLookAhead));
   while (keys_known_ < until) {
     ComputeNextKey();

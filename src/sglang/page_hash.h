@@ -36,15 +36,8 @@ inline size_t WholePages(size_t n_tokens, uint32_t page_size, bool eagle) {
 // construct (it holds only views, the previous digest and a few memo keys);
 // not thread-safe, so each query owns one.
 //
-// With a memo, a request is memoised on its second sight. Its first page is
-// always looked up. If the memo holds it, the request (or a prefix of it)
-// was seen before: every page is looked up, served from the memo if there,
-// else hashed and memoised. If not, only the first page is memoised, as the
-// request's sighting, and the rest is hashed without the memo. Why: most
-// requests a router sees are new, and memoising a page costs an XXH3 pass
-// over its units and a memo line (about a sixth of its SHA-256), which only
-// a repeat pays back; a repeated prefix is memoised in full on its second
-// query and served from the memo from its third on.
+// With a memo, pages are looked up or not as MemoSighting says
+// (query/digest_memo.h): a request is memoised on its second sight.
 class PageHasher {
  public:
   PageHasher(std::span<const uint32_t> tokens, uint32_t page_size, bool eagle, PageDigestMemo* memo = nullptr)
@@ -52,7 +45,7 @@ class PageHasher {
         page_size_(page_size),
         eagle_(eagle),
         memo_(memo),
-        memo_use_(memo == nullptr ? MemoUse::kBypass : MemoUse::kUndecided) {}
+        sighting_(memo != nullptr) {}
 
   size_t pages() const { return WholePages(tokens_.size(), page_size_, eagle_); }
 
@@ -91,17 +84,10 @@ class PageHasher {
   // for page 0): one XXH3 pass over its units (PageDigestMemo::KeyOf).
   PageDigestMemo::Key MemoKey(size_t page, const PageDigestMemo::Key* parent) const;
 
-  // How the memo serves this request (see the class comment).
-  enum class MemoUse {
-    kUndecided,  // the first page is not looked up yet
-    kDeferred,   // the first page was hashed without the memo (NextHashingFirst)
-    kLookUp,     // seen before: every page is looked up
-    kBypass,     // no memo, or first sight: hash every (later) page without it
-  };
   // Looks the first page up, once it was hashed by NextHashingFirst; memoises it on a miss.
   void ResolveDeferredFirstPage();
 
-  MemoUse memo_use_;
+  MemoSighting sighting_;
   size_t next_page_ = 0;
   PageDigest digest_{};
   // Memo keys of pages [keys_known_ - kKeyRing, keys_known_), by page modulo

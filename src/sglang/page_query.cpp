@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "index/fingerprint.h"
-#include "common/log.h"
+#include "query/query_accounting.h"
 #include "sglang/page_hash.h"
 
 namespace sci {
@@ -100,7 +100,7 @@ class Query {
     Round* hashed = &rounds[0];   // round r
     Round* probed = &rounds[1];   // round r-1
     Round* fetched = &rounds[2];  // round r-2
-    bool leading_run = true;
+    HitTally tally;
     const size_t n_rounds = (n_pages_ + kPagesPerRound - 1) / kPagesPerRound;
     for (size_t r = 0; r < n_rounds + 2; ++r) {
       const size_t first = r * kPagesPerRound;
@@ -147,9 +147,7 @@ class Query {
           }
         }
         hits[page.page] = hit[i] ? 1 : 0;
-        result.total_hits += hit[i] ? 1 : 0;
-        leading_run = leading_run && hit[i];
-        result.prefix_hits += leading_run ? 1 : 0;
+        tally.Add(hit[i], result);
       }
       Round* done = fetched;
       fetched = probed;
@@ -492,16 +490,6 @@ class Query {
   } page_keys_;
 };
 
-void CountQuery(Index& index, const PageQueryResult& result, size_t pages_checked) {
-  Counters& counters = index.counters();
-  counters.queries.Add();
-  counters.pages_checked.Add(pages_checked);
-  // Each Add is a locked read-modify-write (~20 cycles): a prefix query of a
-  // prompt nobody stored, a few hundred nanoseconds in all, adds no hit.
-  if (result.total_hits > 0) counters.page_hits.Add(result.total_hits);
-  if (result.fast_path > 0) counters.fast_path_hits.Add(result.fast_path);
-}
-
 template <typename WriteHash>
 PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
                             std::span<uint8_t> hits, const PageQueryHooks* hooks) {
@@ -514,13 +502,7 @@ PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, 
 }
 
 bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
-  if (block_size == layout.page_size()) return true;
-  // Counted as a query that checked no page: a router asking with the
-  // wrong block size shows up as queries growing while pages_checked does not.
-  index.counters().queries.Add();
-  Logf(LogLevel::kDebug, "page query: block size %d is not the layout's page size %d; no page checked", block_size,
-       layout.page_size());
-  return false;
+  return sci::BlockSizeMatches(index, block_size, layout.page_size(), "page query", "page size");
 }
 
 // Page hashes of a request of tokens, from the thread's digest memo: a

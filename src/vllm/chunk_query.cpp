@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/log.h"
 #include "query/digest.h"
 #include "query/digest_memo.h"
+#include "query/query_accounting.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -117,12 +117,8 @@ class Chain {
     }
   }
 
-  // As SGLang's PageHasher: the memo is consulted for the first block; if it
-  // has it, the request was seen before and every block is looked up (and
-  // memoised); if not, only the first block is memoised, as the request's
-  // sighting, and the rest is hashed without the memo. A prefix query
-  // defers that consultation to its second block: most prefix queries are
-  // of prompts nobody stored, which then cost one block hash and nothing else.
+  // The memo is looked up as MemoSighting says (query/digest_memo.h); a
+  // prefix query defers the first block's lookup to its second block.
   void HashFromTokens(size_t block, BlockDigest& digest) {
     const uint32_t size = layout_.hash_block_size();
     const std::span<const uint32_t> units = source_.tokens.subspan(block * size, size);
@@ -130,16 +126,15 @@ class Chain {
     if (block == 0 && defer_first_) {
       digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
       memo_->CountHashed();
-      first_deferred_ = true;
+      sighting_.DeferFirst();
       return;
     }
-    if (block == 1 && first_deferred_) ResolveDeferredFirst();
-    if (block == 0 || memo_use_ == MemoUse::kLookUp) {
+    if (sighting_.first_deferred()) ResolveDeferredFirst();
+    if (sighting_.consults()) {
       key_ = MemoKey(block, units);
-      if (memo_->Find(key_, &digest)) {
-        memo_use_ = MemoUse::kLookUp;
-        return;
-      }
+      const bool found = memo_->Find(key_, &digest);
+      sighting_.Resolve(found);
+      if (found) return;
       digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
       memo_->CountHashed();
       memo_->Insert(key_, digest);
@@ -160,17 +155,12 @@ class Chain {
   // query goes on: found, the request was seen before; else it is memoised
   // as the request's sighting.
   void ResolveDeferredFirst() {
-    first_deferred_ = false;
     key_ = MemoKey(0, source_.tokens.subspan(0, layout_.hash_block_size()));
     BlockDigest memoised;
-    if (memo_->Find(key_, &memoised)) {
-      memo_use_ = MemoUse::kLookUp;
-    } else {
-      memo_->Insert(key_, scratch_.digests[0]);
-    }
+    const bool found = memo_->Find(key_, &memoised);
+    if (!found) memo_->Insert(key_, scratch_.digests[0]);
+    sighting_.Resolve(found);
   }
-
-  enum class MemoUse { kFirstSight, kLookUp };
 
   Index& index_;
   const Layout& layout_;
@@ -178,9 +168,8 @@ class Chain {
   Scratch& scratch_;
   PageDigestMemo* memo_ = nullptr;
   uint64_t domain_ = 0;
-  MemoUse memo_use_ = MemoUse::kFirstSight;
+  MemoSighting sighting_{true};
   const bool defer_first_;
-  bool first_deferred_ = false;  // block 0 was hashed without the memo
   PageDigestMemo::Key key_{};
   size_t available_ = 0;
   size_t computed_ = 0;
@@ -239,13 +228,11 @@ class Query {
       const size_t chunks = std::min((covered + group.block_size - 1) / group.block_size, ChunksInside(g));
       LookUpChunks(g, chunks);
     }
-    bool leading_run = true;
+    HitTally tally;
     for (size_t i = 0; i < result.n_pages; ++i) {
       const bool hit = BlockHit(i);
       hits[i] = hit ? 1 : 0;
-      result.total_hits += hit ? 1 : 0;
-      leading_run = leading_run && hit;
-      result.prefix_hits += leading_run ? 1 : 0;
+      tally.Add(hit, result);
     }
     return result;
   }
@@ -501,18 +488,7 @@ class Query {
 };
 
 bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
-  if (block_size == layout.router_block_size()) return true;
-  index.counters().queries.Add();
-  Logf(LogLevel::kDebug, "vLLM query: block size %d is not the layout's main_event_block_size %d; no block checked",
-       block_size, layout.router_block_size());
-  return false;
-}
-
-void CountQuery(Index& index, const PageQueryResult& result, size_t checked) {
-  Counters& counters = index.counters();
-  counters.queries.Add();
-  counters.pages_checked.Add(checked);
-  if (result.total_hits > 0) counters.page_hits.Add(result.total_hits);
+  return sci::BlockSizeMatches(index, block_size, layout.router_block_size(), "vLLM query", "main_event_block_size");
 }
 
 }  // namespace
