@@ -24,9 +24,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "common/hex_lanes.h"
 
 namespace sci {
 
@@ -73,12 +71,8 @@ inline uint64_t HexDigitMask64(const char* p) {
 #if defined(__SSE2__)
   for (int chunk = 0; chunk < 4; ++chunk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * chunk));
-    // Signed compares: bytes >= 0x80 are negative, outside both ranges.
-    const __m128i digit =
-        _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
-    const __m128i lower = _mm_or_si128(v, _mm_set1_epi8(0x20));
-    const __m128i letter =
-        _mm_and_si128(_mm_cmpgt_epi8(lower, _mm_set1_epi8('a' - 1)), _mm_cmplt_epi8(lower, _mm_set1_epi8('f' + 1)));
+    const __m128i digit = DigitLanes(v);
+    const __m128i letter = LowercaseHexLetterLanes(_mm_or_si128(v, _mm_set1_epi8(0x20)));
     const auto bits = static_cast<uint16_t>(_mm_movemask_epi8(_mm_or_si128(digit, letter)));
     mask |= uint64_t{bits} << (16 * chunk);
   }
@@ -169,11 +163,8 @@ inline bool LowercaseHexBytes(const char* digits, uint8_t* out) {
     __m128i nibbles[2];
     for (int part = 0; part < 2; ++part) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(digits + 32 * half + 16 * part));
-      // Signed compares: bytes >= 0x80 are negative, outside both ranges.
-      const __m128i digit =
-          _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
-      const __m128i letter =
-          _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('f' + 1)));
+      const __m128i digit = DigitLanes(v);
+      const __m128i letter = LowercaseHexLetterLanes(v);
       if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
       // '0'-'9' to 0-9, 'a'-'f' to 10-15.
       nibbles[part] = _mm_sub_epi8(_mm_sub_epi8(v, _mm_set1_epi8('0')),
@@ -206,7 +197,7 @@ inline bool LowercaseHexBytes(const char* digits, uint8_t* out) {
 // half places a key in its table, so it gets a second round: with two
 // products, digit runs that differ in one 4-byte window (a counter) sum
 // along a line, and one round left their top bits uneven.
-__extension__ using NhSum = unsigned __int128;
+__extension__ using NhSum = unsigned __int128;  // NH's sum of 64x64-bit products
 inline Fingerprint HashEndedFromSum(const HashEndSecret& secret, NhSum sum) {
   const auto low = static_cast<uint64_t>(sum);
   const auto high = static_cast<uint64_t>(sum >> 64);
@@ -219,13 +210,12 @@ inline Fingerprint HashEndedFromSum(const HashEndSecret& secret, NhSum sum) {
 // over four words, two multiplies. A query that holds the digest needs no
 // hex at all, and half the multiplies of the digits' form.
 inline Fingerprint HashEndedFingerprintOfBytes(const HashEndSecret& secret, const uint8_t* bytes) {
-  __extension__ using Wide = unsigned __int128;
   // Keys of their own: this form and the digits' (below) never share terms.
   constexpr uint64_t kBytesDomain = 0x7B54A41DC25A59B5ull;
   uint64_t w[4];
   std::memcpy(w, bytes, sizeof w);
-  const Wide sum = static_cast<Wide>(w[0] + (secret.k[0] ^ kBytesDomain)) * (w[1] + (secret.k[1] ^ kBytesDomain)) +
-                   static_cast<Wide>(w[2] + (secret.k[2] ^ kBytesDomain)) * (w[3] + (secret.k[3] ^ kBytesDomain));
+  const NhSum sum = static_cast<NhSum>(w[0] + (secret.k[0] ^ kBytesDomain)) * (w[1] + (secret.k[1] ^ kBytesDomain)) +
+                    static_cast<NhSum>(w[2] + (secret.k[2] ^ kBytesDomain)) * (w[3] + (secret.k[3] ^ kBytesDomain));
   return HashEndedFromSum(secret, sum);
 }
 
@@ -236,11 +226,10 @@ inline Fingerprint HashEndedFingerprintOfBytes(const HashEndSecret& secret, cons
 inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char* digits) {
   uint8_t bytes[32];
   if (LowercaseHexBytes(digits, bytes)) return HashEndedFingerprintOfBytes(secret, bytes);
-  __extension__ using Wide = unsigned __int128;
   uint64_t w[8];
   std::memcpy(w, digits, sizeof w);
-  Wide sum = 0;
-  for (int j = 0; j < 8; j += 2) sum += static_cast<Wide>(w[j] + secret.k[j]) * (w[j + 1] + secret.k[j + 1]);
+  NhSum sum = 0;
+  for (int j = 0; j < 8; j += 2) sum += static_cast<NhSum>(w[j] + secret.k[j]) * (w[j + 1] + secret.k[j + 1]);
   return HashEndedFromSum(secret, sum);
 }
 

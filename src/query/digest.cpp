@@ -2,9 +2,7 @@
 
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "common/hex_lanes.h"
 
 namespace sci {
 namespace {
@@ -46,18 +44,11 @@ void ToHex(const PageDigest& digest, char* out) {
 
 bool IsPageHashHex(std::string_view s) {
   if (s.size() != kPageHashHexLength) return false;
-  // A byte loop was 40% of a fast-path page looked up by hash: check 16
-  // characters at a time with SSE2 (every x86-64 has it).
 #if defined(__SSE2__)
   int all = 0xFFFF;
   for (size_t i = 0; i < kPageHashHexLength; i += 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
-    // Signed compares: a byte >= 0x80 is negative, below '0' and 'a' alike.
-    const __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
-                                        _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
-    const __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
-                                         _mm_cmplt_epi8(v, _mm_set1_epi8('f' + 1)));
-    all &= _mm_movemask_epi8(_mm_or_si128(digit, letter));
+    all &= _mm_movemask_epi8(_mm_or_si128(DigitLanes(v), LowercaseHexLetterLanes(v)));
   }
   return all == 0xFFFF;
 #else
