@@ -40,6 +40,8 @@
 
 #include <sys/mman.h>
 
+#include "common/prefetch.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -97,8 +99,8 @@ class FingerprintTable {
   void prefetch(const PackedFingerprint& key) const {
     if (n_buckets_ == 0) return;
     const Bucket* bucket = &buckets_[Home(key)];
-    __builtin_prefetch(bucket, 0, 3);
-    if constexpr (sizeof(Bucket) > 64) __builtin_prefetch(reinterpret_cast<const char*>(bucket) + 64, 0, 3);
+    PrefetchForRead(bucket);
+    if constexpr (sizeof(Bucket) > 64) PrefetchForRead(reinterpret_cast<const char*>(bucket) + 64);
   }
 
   const Value* find(const PackedFingerprint& key) const {

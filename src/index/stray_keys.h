@@ -44,6 +44,7 @@
 #include <new>
 #include <string_view>
 
+#include "common/prefetch.h"
 #include "index/fingerprint.h"
 
 namespace sci {
@@ -76,7 +77,7 @@ class StrayKeyCounts {
   bool MayHold(const Fingerprint& group) const { return counts_[SlotOf(group)] != 0; }
   // The writer's, ahead of a store it knows makes a stray (a snapshot key):
   // the slot's miss overlaps the key table's.
-  void Prefetch(const Fingerprint& group) const { __builtin_prefetch(counts_.get() + SlotOf(group), 1); }
+  void Prefetch(const Fingerprint& group) const { PrefetchForWrite(counts_.get() + SlotOf(group)); }
 
   // Stray keys present: a gauge, readable from any thread (after a resync,
   // the snapshot's keys not yet adopted or removed).

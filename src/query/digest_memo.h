@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/prefetch.h"
 #include "query/digest.h"
 
 namespace sci {
@@ -66,7 +67,7 @@ class PageDigestMemo {
 
   // Starts the entry of `key` on its way into the cache, for a Find and an
   // Insert soon after.
-  void Prefetch(const Key& key) const { __builtin_prefetch(&entries_[key.low & mask_], 1); }
+  void Prefetch(const Key& key) const { PrefetchForWrite(&entries_[key.low & mask_]); }
 
   // Copies the digest memoised under `key` to *digest; false if there is none.
   bool Find(const Key& key, PageDigest* digest) {

@@ -8,6 +8,7 @@
 
 #include "index/fingerprint.h"
 #include "query/query_accounting.h"
+#include "query/round_pipeline.h"
 #include "sglang/page_hash.h"
 
 namespace sci {
@@ -18,7 +19,8 @@ namespace {
 // page's keys overlap instead of queueing.
 constexpr uint32_t kKeysPerRound = 16;
 
-// Pages per round. A query is a pipeline of rounds; each step
+// Pages per round. CheckPages runs the shared pipeline's three steps
+// (query/round_pipeline.h, PageRounds below); each
 //   - hashes round r (SHA-256, the bulk of the work) and prefetches its
 //     groups' lines,
 //   - probes round r-1's groups (their lines arrived while r was hashed),
@@ -56,8 +58,8 @@ enum class ExactCheck : uint8_t {
 // The keys of a round's exact-path pages (a tp8 round: 16 pages x 16 keys).
 constexpr uint32_t kRoundKeys = kPagesPerRound * kKeysPerRound;
 
-// A round of pages in AllPages' pipeline.
-struct Round {
+// A round of pages in the pipeline (PageRounds).
+struct PageRound {
   size_t n = 0;  // pages in the round (0: none, as the pipeline fills or drains)
   PendingPage pages[kPagesPerRound];
   // How each page is checked if its group is not verified; kKeys pages
@@ -67,6 +69,7 @@ struct Round {
   uint32_t first_key[kPagesPerRound] = {};
   // A kFirstKey page found present goes to Answer with this check made.
   KeyCheck first_key_check[kPagesPerRound];
+  bool hit[kPagesPerRound];  // from Check to Answer
   uint32_t n_keys = 0;
   // Written before it is read: left uninitialized, since zeroing three
   // rounds' 4 KiB would cost every query (an unrelated prompt's prefix
@@ -92,68 +95,12 @@ class Query {
         key_(layout.key_prefix()),
         groups_named_by_heads_(layout.groups_named_by_key_heads() && index.HeadNamedGroupsCounted(kGroupIdPrefix)) {}
 
-  // Every page, through the pipeline of rounds above (check_pages).
+  // Every page, through the shared pipeline of rounds (check_pages).
   PageQueryResult AllPages(std::span<uint8_t> hits) {
     PageQueryResult result;
     result.n_pages = n_pages_;
-    Round rounds[3];
-    Round* hashed = &rounds[0];   // round r
-    Round* probed = &rounds[1];   // round r-1
-    Round* fetched = &rounds[2];  // round r-2
-    HitTally tally;
-    const size_t n_rounds = (n_pages_ + kPagesPerRound - 1) / kPagesPerRound;
-    for (size_t r = 0; r < n_rounds + 2; ++r) {
-      const size_t first = r * kPagesPerRound;
-      hashed->n = r < n_rounds ? std::min(kPagesPerRound, n_pages_ - first) : 0;
-      for (size_t i = 0; i < hashed->n; ++i) Prepare(first + i, hashed->pages[i]);
-      {
-        Index::Reader reader(index_);
-        for (size_t i = 0; i < hashed->n; ++i) {
-          if (hashed->pages[i].checkable) reader.PrefetchGroup(hashed->pages[i].group);
-        }
-        for (size_t i = 0; i < probed->n; ++i) {
-          PendingPage& page = probed->pages[i];
-          if (!page.checkable) continue;
-          page.probe = reader.ProbeGroup(page.group, page.level->id);
-          if (!page.probe.verified) TailsFor(reader, *page.level);  // for ChooseExactChecks
-        }
-      }
-      ChooseExactChecks(*probed);
-      RunHooks(*fetched);
-      bool hit[kPagesPerRound];
-      {
-        Index::Reader reader(index_);
-        for (size_t i = 0; i < probed->n; ++i) {
-          if (probed->check[i] == ExactCheck::kSummary) reader.PrefetchPageTails(probed->pages[i].head);
-        }
-        for (uint32_t k = 0; k < probed->n_keys; ++k) reader.PrefetchKey(probed->keys.at[k]);
-        CheckExact(reader, *fetched, hit);
-      }
-      for (size_t i = 0; i < fetched->n; ++i) {
-        const PendingPage& page = fetched->pages[i];
-        if (fetched->check[i] == ExactCheck::kOneByOne) {
-          hit[i] = Answer(page, &result, /*first_key=*/nullptr, /*hooked=*/true);
-        } else if (fetched->check[i] == ExactCheck::kFirstKey && hit[i]) {
-          hit[i] = Answer(page, &result, &fetched->first_key_check[i], /*hooked=*/true);
-        }
-        if (page.checkable && !page.probe.exists) {
-          last_unknown_group_hit_ = hit[i];
-          // Proven by its keys, prefetched a round ahead: its adoption is
-          // asked for here, with no lock held (ProveByKeys asks for its own).
-          if (hit[i] && fetched->check[i] == ExactCheck::kKeys) {
-            AskAdoption(page,
-                        std::span<const Fingerprint>(fetched->keys.at + fetched->first_key[i], page.level->n_suffixes),
-                        page.head);
-          }
-        }
-        hits[page.page] = hit[i] ? 1 : 0;
-        tally.Add(hit[i], result);
-      }
-      Round* done = fetched;
-      fetched = probed;
-      probed = hashed;
-      hashed = done;
-    }
+    PageRounds rounds(*this, hits, result);
+    RunRounds(index_, rounds);
     return result;
   }
 
@@ -254,7 +201,7 @@ class Query {
   // known group, the page's head for the summary, or else its keys'
   // fingerprints; for an unknown group, its first key's. They are
   // prefetched together and checked a round later.
-  void ChooseExactChecks(Round& round) {
+  void ChooseExactChecks(PageRound& round) {
     round.n_keys = 0;
     for (size_t i = 0; i < round.n; ++i) {
       PendingPage& page = round.pages[i];
@@ -298,7 +245,7 @@ class Query {
   // Makes page i of `round` a kKeys page: its keys fingerprinted into the
   // round's, to be prefetched with them (and its head kept, for its
   // adoption). False, and nothing changed, if the round has no room left.
-  bool TakeKeys(Round& round, size_t i, PendingPage& page) {
+  bool TakeKeys(PageRound& round, size_t i, PendingPage& page) {
     const uint32_t n_keys = page.level->n_suffixes;
     if (round.n_keys + n_keys > kRoundKeys) return false;
     round.check[i] = ExactCheck::kKeys;
@@ -313,7 +260,7 @@ class Query {
   }
 
   // Every hook of a round runs before any key of it is looked up.
-  void RunHooks(const Round& round) {
+  void RunHooks(const PageRound& round) {
     if (hooks_ == nullptr || hooks_->after_group_probe == nullptr) return;
     for (size_t i = 0; i < round.n; ++i) {
       if (round.pages[i].checkable) hooks_->after_group_probe(hooks_->user, round.pages[i].page);
@@ -322,7 +269,7 @@ class Query {
 
   // Checks a round's exact-path pages by what was prefetched for them; a
   // page the summary has no entry for goes to Answer, key by key.
-  void CheckExact(const Index::Reader& reader, Round& round, bool* hit) {
+  void CheckExact(const Index::Reader& reader, PageRound& round, bool* hit) {
     for (size_t i = 0; i < round.n; ++i) {
       const PendingPage& page = round.pages[i];
       switch (round.check[i]) {
@@ -462,6 +409,81 @@ class Query {
     }
     return FingerprintOf(layout_.tenant_seed(), key_.With(layout_.Suffix(suffix)));
   }
+
+  // AllPages' steps in the shared pipeline (query/round_pipeline.h): a
+  // round of pages is hashed and its groups' lines prefetched; probed a
+  // round later, which decides its exact checks (ChooseExactChecks) and
+  // prefetches what they read; checked and answered a round after that.
+  class PageRounds {
+   public:
+    static constexpr bool kProbes = true;
+    using Round = PageRound;
+
+    PageRounds(Query& query, std::span<uint8_t> hits, PageQueryResult& result)
+        : query_(query), hits_(hits), result_(result) {}
+
+    void Init(Round&, size_t) {}
+    bool empty(const Round& round) const { return round.n == 0; }
+    size_t Prepare(Round& round) {
+      round.n = std::min(kPagesPerRound, query_.n_pages_ - next_page_);
+      for (size_t i = 0; i < round.n; ++i) query_.Prepare(next_page_ + i, round.pages[i]);
+      next_page_ += round.n;
+      return round.n;
+    }
+    void Prefetch(const Index::Reader& reader, const Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        if (round.pages[i].checkable) reader.PrefetchGroup(round.pages[i].group);
+      }
+    }
+    void Probe(const Index::Reader& reader, Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        PendingPage& page = round.pages[i];
+        if (!page.checkable) continue;
+        page.probe = reader.ProbeGroup(page.group, page.level->id);
+        if (!page.probe.verified) query_.TailsFor(reader, *page.level);  // for ChooseExactChecks
+      }
+    }
+    void Plan(Round& round) { query_.ChooseExactChecks(round); }
+    void BeforeCheck(const Round& round) { query_.RunHooks(round); }
+    void PrefetchPlanned(const Index::Reader& reader, const Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        if (round.check[i] == ExactCheck::kSummary) reader.PrefetchPageTails(round.pages[i].head);
+      }
+      for (uint32_t k = 0; k < round.n_keys; ++k) reader.PrefetchKey(round.keys.at[k]);
+    }
+    void Check(const Index::Reader& reader, Round& round) { query_.CheckExact(reader, round, round.hit); }
+    bool Answer(Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        const PendingPage& page = round.pages[i];
+        bool& hit = round.hit[i];
+        if (round.check[i] == ExactCheck::kOneByOne) {
+          hit = query_.Answer(page, &result_, /*first_key=*/nullptr, /*hooked=*/true);
+        } else if (round.check[i] == ExactCheck::kFirstKey && hit) {
+          hit = query_.Answer(page, &result_, &round.first_key_check[i], /*hooked=*/true);
+        }
+        if (page.checkable && !page.probe.exists) {
+          query_.last_unknown_group_hit_ = hit;
+          // Proven by its keys, prefetched a round ahead: its adoption is
+          // asked for here, with no lock held (ProveByKeys asks for its own).
+          if (hit && round.check[i] == ExactCheck::kKeys) {
+            query_.AskAdoption(
+                page, std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes),
+                page.head);
+          }
+        }
+        hits_[page.page] = hit ? 1 : 0;
+        tally_.Add(hit, result_);
+      }
+      return true;
+    }
+
+   private:
+    Query& query_;
+    std::span<uint8_t> hits_;
+    PageQueryResult& result_;
+    HitTally tally_;
+    size_t next_page_ = 0;
+  };
 
   Index& index_;
   const Layout& layout_;

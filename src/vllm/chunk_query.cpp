@@ -8,6 +8,7 @@
 #include "query/digest.h"
 #include "query/digest_memo.h"
 #include "query/query_accounting.h"
+#include "query/round_pipeline.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -287,46 +288,82 @@ class Query {
     return true;
   }
 
-  // Looks up chunks [0, chunks) of group g that are not known yet: each
-  // round's keys are fingerprinted (hashing the chain as far as they need),
-  // prefetched, and checked in the next hold, one chunk's keys in one hold.
+  // Looks up chunks [0, chunks) of group g through the shared pipeline
+  // (ChunkRounds): each round's keys are fingerprinted (hashing the chain as
+  // far as they need), prefetched, and checked in the next hold, one
+  // chunk's keys in one hold.
   void LookUpChunks(size_t g, size_t chunks) {
-    const Layout::Group& group = layout_.groups()[g];
-    const size_t per_round = std::max<size_t>(1, std::min(kChunksPerRound, scratch_.keys.size() / 2 / group.n_prefixes));
-    Fingerprint* buffers[2] = {scratch_.keys.data(), scratch_.keys.data() + scratch_.keys.size() / 2};
-    size_t pending_first = 0, pending_n = 0;  // the round prefetched, not checked yet
-    bool pending_ok[kChunksPerRound] = {};
-    for (size_t first = 0;; first += per_round) {
-      const size_t n = first < chunks ? std::min(per_round, chunks - first) : 0;
-      Fingerprint* keys = buffers[(first / per_round) % 2];
-      bool ok[kChunksPerRound] = {};
-      for (size_t i = 0; i < n; ++i) ok[i] = FingerprintChunk(g, first + i, keys + i * group.n_prefixes);
-      if (n == 0 && pending_n == 0) break;
-      Fingerprint* pending_keys = buffers[((first / per_round) + 1) % 2];
-      for (size_t i = 0; i < pending_n; ++i) {
-        if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr && pending_ok[i]) {
-          hooks_->before_chunk_keys(hooks_->user, g, pending_first + i);
-        }
-      }
-      {
-        Index::Reader reader(index_);
-        for (size_t i = 0; i < n; ++i) {
-          if (!ok[i]) continue;
-          for (uint32_t p = 0; p < group.n_prefixes; ++p) reader.PrefetchKey(keys[i * group.n_prefixes + p]);
-        }
-        for (size_t i = 0; i < pending_n; ++i) {
-          const bool present =
-              pending_ok[i] &&
-              reader.ContainsAll(std::span<const Fingerprint>(pending_keys + i * group.n_prefixes, group.n_prefixes));
-          PresenceOf(g, pending_first + i) = present ? Presence::kPresent : Presence::kAbsent;
-        }
-      }
-      chunks_looked_up_ += pending_n;
-      pending_first = first;
-      pending_n = n;
-      std::copy(ok, ok + n, pending_ok);
-    }
+    ChunkRounds rounds(*this, g, chunks);
+    RunRounds(index_, rounds);
   }
+
+  // A round of LookUpChunks: consecutive chunks of one group.
+  struct ChunkRound {
+    size_t first = 0;  // its first chunk
+    size_t n = 0;
+    bool ok[kChunksPerRound] = {};  // the chunk's digest is known
+    Fingerprint* keys = nullptr;     // the group's n_prefixes per chunk
+  };
+
+  // LookUpChunks' steps in the shared pipeline (query/round_pipeline.h).
+  class ChunkRounds {
+   public:
+    static constexpr bool kProbes = false;
+    using Round = ChunkRound;
+
+    ChunkRounds(Query& query, size_t g, size_t chunks)
+        : query_(query),
+          g_(g),
+          n_prefixes_(query.layout_.groups()[g].n_prefixes),
+          chunks_(chunks),
+          per_round_(std::max<size_t>(1, std::min(kChunksPerRound, query.scratch_.keys.size() / 2 / n_prefixes_))) {}
+
+    void Init(Round& round, size_t slot) {
+      round.keys = query_.scratch_.keys.data() + slot * (query_.scratch_.keys.size() / 2);
+    }
+    bool empty(const Round& round) const { return round.n == 0; }
+    size_t Prepare(Round& round) {
+      round.first = next_;
+      round.n = next_ < chunks_ ? std::min(per_round_, chunks_ - next_) : 0;
+      for (size_t i = 0; i < round.n; ++i) {
+        round.ok[i] = query_.FingerprintChunk(g_, round.first + i, round.keys + i * n_prefixes_);
+      }
+      next_ += round.n;
+      return round.n;
+    }
+    void BeforeCheck(const Round& round) {
+      const ChunkQueryHooks* hooks = query_.hooks_;
+      if (hooks == nullptr || hooks->before_chunk_keys == nullptr) return;
+      for (size_t i = 0; i < round.n; ++i) {
+        if (round.ok[i]) hooks->before_chunk_keys(hooks->user, g_, round.first + i);
+      }
+    }
+    void Prefetch(const Index::Reader& reader, const Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        if (!round.ok[i]) continue;
+        for (uint32_t p = 0; p < n_prefixes_; ++p) reader.PrefetchKey(round.keys[i * n_prefixes_ + p]);
+      }
+    }
+    void Check(const Index::Reader& reader, const Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        const bool present =
+            round.ok[i] && reader.ContainsAll(std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_));
+        query_.PresenceOf(g_, round.first + i) = present ? Presence::kPresent : Presence::kAbsent;
+      }
+    }
+    bool Answer(const Round& round) {
+      query_.chunks_looked_up_ += round.n;
+      return true;
+    }
+
+   private:
+    Query& query_;
+    const size_t g_;
+    const uint32_t n_prefixes_;
+    const size_t chunks_;
+    const size_t per_round_;
+    size_t next_ = 0;
+  };
 
   // One chunk, looked up on its own (the prefix's walk): its keys under one hold.
   bool ChunkPresent(size_t g, size_t chunk) {
@@ -368,85 +405,138 @@ class Query {
   // The longest prefix (tokens, at most `credited`) whose full-attention
   // chunks are all present: chunk ends are walked in order across groups.
   // The first chunk is looked up alone (a prompt nobody stored costs one
-  // block hash and one lookup). After it the walk goes in rounds: a round's
-  // chunks are hashed and fingerprinted with no lock held, then one reader
-  // hold prefetches their keys and checks the round before, whose keys
-  // travelled while this round was hashed. One hold per round, not per
-  // chunk: a hold is two locked instructions, and each is a full barrier
-  // that stops the core overlapping the lookups with the SHA-256 around
-  // them. A miss wastes the rest of its round and the round after it: a few
-  // block hashes with tokens (kTokenRound), fingerprints only with the
-  // hashes given (kGivenRound).
+  // block hash and one lookup). After it the walk goes through the shared
+  // pipeline (WalkRounds), in rounds of kTokenRound chunks hashed from the
+  // tokens or kGivenRound with the hashes given: a miss wastes the rest of
+  // its round and the round after it, a few block hashes with tokens,
+  // fingerprints only with the hashes given.
   size_t FullAttentionRun(size_t credited) {
     std::vector<size_t>& next = scratch_.next_chunk;
     next.assign(layout_.groups().size(), 0);
-    const size_t round = chain_.hashes_tokens() ? kTokenRound : kGivenRound;
-    const size_t stride = std::max<size_t>(1, MaxPrefixesPerGroup());
-    Pending rounds[2][kMaxRound];
-    for (size_t r = 0; r < 2; ++r) {
-      for (size_t i = 0; i < kMaxRound; ++i) rounds[r][i].keys = scratch_.walk_keys.data() + (r * kMaxRound + i) * stride;
-    }
-    // The next chunk to end, across the full-attention groups.
-    const auto next_end = [&](size_t* group) {
-      size_t best_end = SIZE_MAX;
-      for (size_t g = 0; g < layout_.groups().size(); ++g) {
-        const Layout::Group& candidate = layout_.groups()[g];
-        if (candidate.kind != GroupKind::kFullAttention) continue;
-        const size_t end = (next[g] + 1) * candidate.block_size;
-        if (end < best_end) best_end = end, *group = g;
-      }
-      return best_end;  // no prefix of up to `credited` tokens needs a chunk ending after it
-    };
     size_t g = 0;
-    if (const size_t end = next_end(&g); end <= credited) {
+    if (const size_t end = NextChunkEnd(&g); end <= credited) {
       // Missing: every prefix shorter than its end holds, none longer.
       if (next[g] >= ChunksInside(g) || !ChunkPresent(g, next[g])) return end - 1;
       ++next[g];
     }
-    Pending* checking = rounds[0];  // the round prefetched, checked in the next hold
-    size_t n_checking = 0;
-    for (size_t r = 1;; r ^= 1) {
-      Pending* adding = rounds[r];
-      size_t n_adding = 0;
-      for (size_t end; n_adding < round && (end = next_end(&g)) <= credited; ++n_adding) {
-        Pending& added = adding[n_adding];
+    WalkRounds rounds(*this, credited);
+    RunRounds(index_, rounds);
+    return rounds.run();
+  }
+
+  // The next chunk to end, across the full-attention groups, and its group.
+  size_t NextChunkEnd(size_t* group) const {
+    const std::vector<size_t>& next = scratch_.next_chunk;
+    size_t best_end = SIZE_MAX;
+    for (size_t g = 0; g < layout_.groups().size(); ++g) {
+      const Layout::Group& candidate = layout_.groups()[g];
+      if (candidate.kind != GroupKind::kFullAttention) continue;
+      const size_t end = (next[g] + 1) * candidate.block_size;
+      if (end < best_end) best_end = end, *group = g;
+    }
+    return best_end;
+  }
+
+  // A chunk of the prefix walk between its fingerprints and its check.
+  struct WalkChunk {
+    size_t group = 0;
+    size_t chunk = 0;
+    size_t end = 0;      // its last token + 1
+    bool known = false;  // its digest is known (else it is missing)
+    Fingerprint* keys = nullptr;
+  };
+  // A round of the walk: the next chunks to end, across groups.
+  struct WalkRound {
+    size_t n = 0;
+    size_t absent = 0;  // the first chunk found absent (n: none)
+    WalkChunk chunks[kMaxRound];
+  };
+
+  // FullAttentionRun's steps in the shared pipeline (query/round_pipeline.h):
+  // a round's chunks are taken in the order they end, hashed and
+  // fingerprinted with no lock held; one hold prefetches their keys and
+  // checks the round before; the first absent chunk ends the walk.
+  class WalkRounds {
+   public:
+    static constexpr bool kProbes = false;
+    using Round = WalkRound;
+
+    WalkRounds(Query& query, size_t credited)
+        : query_(query),
+          credited_(credited),
+          round_(query.chain_.hashes_tokens() ? kTokenRound : kGivenRound),
+          stride_(std::max<size_t>(1, query.MaxPrefixesPerGroup())),
+          run_(credited) {}
+
+    // The walk's answer: `credited`, or one less than the end of its first
+    // missing chunk.
+    size_t run() const { return run_; }
+
+    void Init(Round& round, size_t slot) {
+      for (size_t i = 0; i < kMaxRound; ++i) {
+        round.chunks[i].keys = query_.scratch_.walk_keys.data() + (slot * kMaxRound + i) * stride_;
+      }
+    }
+    bool empty(const Round& round) const { return round.n == 0; }
+    size_t Prepare(Round& round) {
+      std::vector<size_t>& next = query_.scratch_.next_chunk;
+      size_t g = 0;
+      round.n = 0;
+      for (size_t end; round.n < round_ && (end = query_.NextChunkEnd(&g)) <= credited_; ++round.n) {
+        WalkChunk& added = round.chunks[round.n];
         added.group = g;
         added.chunk = next[g]++;
         added.end = end;
-        added.known = added.chunk < ChunksInside(g) && FingerprintChunk(g, added.chunk, added.keys);
+        added.known = added.chunk < query_.ChunksInside(g) && query_.FingerprintChunk(g, added.chunk, added.keys);
       }
-      if (n_adding == 0 && n_checking == 0) return credited;
-      for (size_t i = 0; i < n_checking; ++i) {
-        if (checking[i].known && hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) {
-          hooks_->before_chunk_keys(hooks_->user, checking[i].group, checking[i].chunk);
-        }
-      }
-      size_t absent = n_checking;  // the first chunk of the round found absent
-      {
-        Index::Reader reader(index_);
-        for (size_t i = 0; i < n_adding; ++i) {
-          if (!adding[i].known) continue;
-          for (uint32_t p = 0; p < layout_.groups()[adding[i].group].n_prefixes; ++p) reader.PrefetchKey(adding[i].keys[p]);
-        }
-        for (size_t i = 0; i < n_checking && absent == n_checking; ++i) {
-          const Pending& chunk = checking[i];
-          if (!chunk.known ||
-              !reader.ContainsAll(std::span<const Fingerprint>(chunk.keys, layout_.groups()[chunk.group].n_prefixes))) {
-            absent = i;
-          }
-        }
-      }
-      for (size_t i = 0; i < n_checking && i <= absent; ++i) {
-        ++chunks_looked_up_;
-        if (checking[i].known) {
-          PresenceOf(checking[i].group, checking[i].chunk) = i == absent ? Presence::kAbsent : Presence::kPresent;
-        }
-      }
-      if (absent < n_checking) return checking[absent].end - 1;
-      checking = adding;
-      n_checking = n_adding;
+      return round.n;
     }
-  }
+    void BeforeCheck(const Round& round) {
+      const ChunkQueryHooks* hooks = query_.hooks_;
+      if (hooks == nullptr || hooks->before_chunk_keys == nullptr) return;
+      for (size_t i = 0; i < round.n; ++i) {
+        if (round.chunks[i].known) hooks->before_chunk_keys(hooks->user, round.chunks[i].group, round.chunks[i].chunk);
+      }
+    }
+    void Prefetch(const Index::Reader& reader, const Round& round) {
+      for (size_t i = 0; i < round.n; ++i) {
+        const WalkChunk& chunk = round.chunks[i];
+        if (!chunk.known) continue;
+        for (uint32_t p = 0; p < PrefixesOf(chunk); ++p) reader.PrefetchKey(chunk.keys[p]);
+      }
+    }
+    void Check(const Index::Reader& reader, Round& round) {
+      round.absent = round.n;
+      for (size_t i = 0; i < round.n; ++i) {
+        const WalkChunk& chunk = round.chunks[i];
+        if (!chunk.known || !reader.ContainsAll(std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk)))) {
+          round.absent = i;
+          return;
+        }
+      }
+    }
+    bool Answer(const Round& round) {
+      for (size_t i = 0; i < round.n && i <= round.absent; ++i) {
+        ++query_.chunks_looked_up_;
+        const WalkChunk& chunk = round.chunks[i];
+        if (chunk.known) {
+          query_.PresenceOf(chunk.group, chunk.chunk) = i == round.absent ? Presence::kAbsent : Presence::kPresent;
+        }
+      }
+      if (round.absent == round.n) return true;
+      run_ = round.chunks[round.absent].end - 1;
+      return false;
+    }
+
+   private:
+    uint32_t PrefixesOf(const WalkChunk& chunk) const { return query_.layout_.groups()[chunk.group].n_prefixes; }
+
+    Query& query_;
+    const size_t credited_;
+    const size_t round_;
+    const size_t stride_;
+    size_t run_;
+  };
 
   // Whether the sliding-window and Mamba groups hold at `length` tokens.
   // Without a full-attention group, some chunk must vouch for the prefix:
@@ -468,15 +558,6 @@ class Query {
     }
     return vouching > 0 || layout_.has_full_attention();
   }
-
-  // A chunk of the prefix walk between its fingerprints and its check.
-  struct Pending {
-    size_t group = 0;
-    size_t chunk = 0;
-    size_t end = 0;      // its last token + 1
-    bool known = false;  // its digest is known (else it is missing)
-    Fingerprint* keys = nullptr;
-  };
 
   Index& index_;
   const Layout& layout_;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The query functions of the built library still hold their prefetches.
+#
+# GCC gives __builtin_prefetch no effect, so a function that only prefetches
+# (a pipeline step) is "pure" to it and every call of it is deleted: the
+# code reads the same, the binary has no prefetch, and cold queries run
+# 15-25% slower (src/common/prefetch.h). This disassembles the static
+# library and fails if a hot-path query function has no prefetch left.
+# Optimised builds only (at -O0 the prefetches sit in helpers not inlined).
+#
+# usage: check_prefetches.sh <libshared_cache_index.a>
+set -euo pipefail
+lib="$1"
+listing=$(objdump -d --no-show-raw-insn "$lib" |
+  awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /\tprefetch/ { count[fn]++ } END { for (f in count) print count[f], f }')
+status=0
+# name: a pattern of the mangled symbol (its .cold part has none).
+check() {
+  local what="$1" pattern="$2"
+  local n
+  n=$(printf '%s\n' "$listing" | awk -v p="$pattern" '$2 ~ p && $2 !~ /\.cold/ { s += $1 } END { print s + 0 }')
+  if [ "$n" -eq 0 ]; then
+    echo "FAIL: $what has no prefetch instruction (symbol pattern $pattern)"
+    status=1
+  else
+    echo "ok: $what: $n prefetch instructions"
+  fi
+}
+check "SGLang check_pages (RunAllPages, tokens)" 'RunAllPages.*TokenHashes'
+check "SGLang check_pages (RunAllPages, page hashes)" 'RunAllPages.*CheckPageHashes'
+check "SGLang check_prefix" '_ZN3sci11CheckPrefixERNS_5Index'
+check "vLLM check_pages (CheckBlocks)" '_ZN3sci4vllm11CheckBlocks'
+check "vLLM check_prefix (CheckPrefix)" '_ZN3sci4vllm11CheckPrefix'
+exit $status
