@@ -49,6 +49,17 @@ std::unique_ptr<Subscriber> StartSubscriber(Index& index, const SubscriberOption
   return subscriber;
 }
 
+// A subscriber whose first download has reached the master and is held
+// there (until master.snapshot().Release()).
+std::unique_ptr<Subscriber> StartWithTheDownloadHeld(Master& master, Index& index, const SubscriberOptions& options) {
+  master.snapshot().Hold();
+  auto subscriber = StartSubscriber(index, options);
+  EXPECT_TRUE(master.publisher().AwaitSubscription());
+  master.Tick();  // the first message: proves the subscription, starts the download
+  EXPECT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  return subscriber;
+}
+
 TEST(IndexHold, AHeldIndexAnswersMissOnEveryReadPathUntilReleased) {
   Index index;
   const std::string_view keys[] = {"a", "b"};
@@ -156,12 +167,10 @@ TEST(ResyncTest, ResyncedPagesTakeTheFastPathAgainAfterTheirFirstQuery) {
 TEST(ResyncTest, RemovalArrivingWhileTheSnapshotDownloadsWins) {
   Master master;
   for (int i = 0; i < 50; ++i) master.StoreLost("k" + std::to_string(i));
-  master.snapshot().Hold();  // the snapshot answers only when the test says
   Index index;
-  auto subscriber = StartSubscriber(index, ResyncOptions(master));
-  ASSERT_TRUE(master.publisher().AwaitSubscription());
-  master.Tick();
-  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  // The snapshot answers only when the test says.
+  auto subscriber = StartWithTheDownloadHeld(master, index, ResyncOptions(master));
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   // Removed while the download is under way, but the snapshot (a slow
   // master) still lists the key: the buffered removal must win.
@@ -189,16 +198,13 @@ TEST(ResyncTest, RemovalArrivingWhileTheSnapshotDownloadsWins) {
 TEST(ResyncTest, EventsArrivingAfterTheSnapshotThatItReflectsNeverShow) {
   Master master;
   for (int i = 0; i < 50; ++i) master.StoreLost("k" + std::to_string(i));
-  master.snapshot().Hold();
   Index index;
   SubscriberOptions options = ResyncOptions(master);
   // The events below follow the snapshot within this, however busy the
   // machine (Mooncake's publisher: within a few ms; the default is 100).
   options.resync_catch_up_ms = 1000;
-  auto subscriber = StartSubscriber(index, options);
-  ASSERT_TRUE(master.publisher().AwaitSubscription());
-  master.Tick();
-  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  auto subscriber = StartWithTheDownloadHeld(master, index, options);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   // The metadata: "stale" stored and removed, the fillers stored; the
   // snapshot is read from it. Their events are still queued at the master.
@@ -817,14 +823,12 @@ TEST(ResyncTest, RetargetMovesToAnotherMaster) {
 TEST(ResyncTest, StopDuringADownloadIsPromptAndLeavesNoHalfSnapshot) {
   Master master;
   for (int i = 0; i < 10; ++i) master.StoreLost("k" + std::to_string(i));
-  master.snapshot().Hold();  // the download hangs until the end of the test
   Index index;
   SubscriberOptions options = ResyncOptions(master);
   options.snapshot_timeout_ms = 60000;
-  auto subscriber = StartSubscriber(index, options);
-  ASSERT_TRUE(master.publisher().AwaitSubscription());
-  master.Tick();
-  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  // The download hangs until the end of the test.
+  auto subscriber = StartWithTheDownloadHeld(master, index, options);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto started = std::chrono::steady_clock::now();
   subscriber->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);  // not the 60 s time-out
