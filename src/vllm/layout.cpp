@@ -78,7 +78,11 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     if (group.kind == GroupKind::kSlidingWindow) {
       // The chunks holding the window's last sliding_window - 1 tokens
       // before the prefix's end: vLLM recomputes the last one itself.
-      group.window_chunks = (spec_group.sliding_window - 1 + group.block_size - 1) / group.block_size;
+      // In 64 bits: in 32, a window within block_size of 2^32 wrapped to
+      // 0 chunks and its group vouched for nothing (issue #34, R3). Both
+      // terms are below 2^32, so the quotient fits window_chunks.
+      group.window_chunks = static_cast<uint32_t>(
+          (uint64_t{spec_group.sliding_window} - 1 + uint64_t{group.block_size} - 1) / group.block_size);
     }
     layout->has_full_attention_ = layout->has_full_attention_ || group.kind == GroupKind::kFullAttention;
     group.first_prefix = static_cast<uint32_t>(layout->prefixes_.size());
