@@ -111,7 +111,7 @@ class Chain {
     if (source_.by_digests) {
       std::memcpy(digest.data(), source_.digests + block * digest.size(), digest.size());
     } else if (source_.by_event_hashes) {
-      known = index_.DigestOfEventHash(source_.event_hashes[block], &digest) ? 1 : 0;
+      known = index_.DigestOfEventHash(layout_.tenant_seed(), source_.event_hashes[block], &digest) ? 1 : 0;
     } else {
       HashFromTokens(block, digest);
     }
