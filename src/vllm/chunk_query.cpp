@@ -30,14 +30,14 @@ constexpr size_t kMaxRound = std::max(kTokenRound, kGivenRound);
 // A chunk's state in a query's memory of what it looked up.
 enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
 
-// One querying thread's buffers, grown to the longest request it has seen
-// and reused: a warm query allocates nothing.
 // A block of the chain: its digest and whether it is known.
 struct ChainBlock {
   BlockDigest digest;
   uint8_t known = 0;  // by event hash: 0 when unresolved or ambiguous
 };
 
+// One querying thread's buffers, grown to the longest request it has seen
+// and reused: a warm query allocates nothing.
 struct Scratch {
   // The chain, as far as computed. One vector, so that growing it is all or
   // nothing: with the digests and their known flags apart, a resize that
