@@ -7,6 +7,7 @@
 //   vllm/blocks/<shape>/fresh-cold/<hit|miss>/<rotation|evict8m|dram512m>/paired_with_hashing
 //   vllm/exact-path/<shape>/<prefix|blocks>/<rotation|evict8m|dram512m>
 //   vllm/<prefix|blocks>/<shape>/repeated/paired_with_hashing
+//   vllm/<prefix|blocks>/qwen/fresh-cold-salted/<hit|miss>/rotation/paired_with_hashing
 //
 // Shapes (both sha256, PYTHONHASHSEED 0, hash_block_size 16, router block
 // 16, TP 2, so each chunk needs 2 objects):
@@ -46,6 +47,10 @@
 // (ChainSource::Digests, precomputed) so nothing is hashed: per_key_ns =
 // median call time / object keys looked up (target <= 40 ns).
 //
+// fresh-cold-salted: fresh-cold (rotation) with a cache_salt on every
+// request (the qwen prompts are also stored under it): the memo's domain of
+// a request with extras (vllm/memo_domain.h) is on this path.
+//
 // repeated: kRepeatedPrompts prompts, each queried twice before the loop so
 // the memo holds their blocks (a prompt is memoised on its second sight),
 // queried in turn: memo warm; paired with hashing the same blocks. The memo
@@ -84,6 +89,15 @@ constexpr size_t kHashBlocks = kTokens / kBlock;  // 128
 constexpr size_t kPrompts = 48;
 constexpr size_t kRepeatedPrompts = 4;
 constexpr uint32_t kVocabulary = 151936;
+// fresh-cold-salted's cache_salt.
+constexpr std::string_view kSalt = "tenant-7f3a9c1e";
+
+vllm::RequestExtras Salted() {
+  vllm::RequestExtras extras;
+  extras.has_salt = true;
+  extras.cache_salt = kSalt;
+  return extras;
+}
 
 uint64_t ForeignKeys() {
   // SCI_VLLM_BENCH_KEYS=10000: the smoke run's index.
@@ -139,10 +153,11 @@ std::string Hex(const vllm::BlockDigest& digest) {
 
 // The hashing of a prompt's first `blocks` blocks alone: what the query
 // cannot avoid on a prompt it has never seen.
-vllm::BlockDigest HashAlone(const vllm::Layout& layout, std::span<const uint32_t> tokens, size_t blocks) {
+vllm::BlockDigest HashAlone(const vllm::Layout& layout, std::span<const uint32_t> tokens, size_t blocks,
+                            const vllm::RequestExtras& extras = {}) {
   vllm::BlockDigest parent = layout.none_hash();
   for (size_t i = 0; i < blocks; ++i) {
-    parent = vllm::HashBlock(layout.algorithm(), parent, tokens.subspan(i * kBlock, kBlock), {}, i);
+    parent = vllm::HashBlock(layout.algorithm(), parent, tokens.subspan(i * kBlock, kBlock), extras, i);
   }
   return parent;
 }
@@ -187,6 +202,12 @@ class Fixture {
           const size_t per_chunk = data.layout->groups()[g].block_size / kBlock;
           for (size_t end = per_chunk; end <= chain.size(); end += per_chunk) {
             for (std::string& key : data.layout->KeysFor(g, Hex(chain[end - 1]))) keys.push_back(std::move(key));
+          }
+        }
+        if (s == Shape::kQwen) {  // and salted (fresh-cold-salted)
+          for (const vllm::BlockDigest& d :
+               vllm::HashChain(data.layout->algorithm(), "0", data.stored.back(), kBlock, Salted())) {
+            for (std::string& key : data.layout->KeysFor(0, Hex(d))) keys.push_back(std::move(key));
           }
         }
       }
@@ -250,9 +271,10 @@ Expected ExpectedFor(Shape shape, Query query, bool hit) {
   return shape == Shape::kQwen ? Expected{127, 127, 254} : Expected{127, 124, 256};
 }
 
-vllm::ChainSource SourceOf(std::span<const uint32_t> tokens, const std::vector<uint8_t>* digests) {
+vllm::ChainSource SourceOf(std::span<const uint32_t> tokens, const std::vector<uint8_t>* digests,
+                           const vllm::RequestExtras& extras = {}) {
   if (digests != nullptr) return vllm::ChainSource::Digests(digests->data(), kHashBlocks, kTokens);
-  return vllm::ChainSource::Tokens(tokens);
+  return vllm::ChainSource::Tokens(tokens, extras);
 }
 
 // One query; its answer (prefix_hits, or total_hits of the blocks).
@@ -277,7 +299,8 @@ void BM_HashAlone(benchmark::State& state, Shape shape) {
 }
 
 // Fresh cold prompts, paired with hashing the same blocks alone.
-void BM_FreshCold(benchmark::State& state, Shape shape, Query query, bool hit, Eviction evict) {
+void BM_FreshCold(benchmark::State& state, Shape shape, Query query, bool hit, Eviction evict, bool salted) {
+  const vllm::RequestExtras extras = salted ? Salted() : vllm::RequestExtras{};
   Fixture& fixture = Fixture::Get();
   ShapeData& data = fixture.shape(shape);
   const Expected expected = ExpectedFor(shape, query, hit);
@@ -294,13 +317,13 @@ void BM_FreshCold(benchmark::State& state, Shape shape, Query query, bool hit, E
     memo.Clear();
     fixture.Evict(evict);
     const auto t0 = Clock::now();
-    benchmark::DoNotOptimize(HashAlone(*data.layout, tokens, expected.hashed));
+    benchmark::DoNotOptimize(HashAlone(*data.layout, tokens, expected.hashed, extras));
     const auto t1 = Clock::now();
     memo.Clear();
     fixture.Evict(evict);
     const uint64_t hashed_before = memo.pages_hashed();
     const auto t2 = Clock::now();
-    const size_t answer = RunQuery(fixture, *data.layout, query, SourceOf(tokens, nullptr), hits);
+    const size_t answer = RunQuery(fixture, *data.layout, query, SourceOf(tokens, nullptr, extras), hits);
     const auto t3 = Clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t3 - t2).count());
     right &= answer == expected.answer && memo.pages_hashed() - hashed_before == expected.hashed;
@@ -406,7 +429,7 @@ const bool kRegistered = [] {
           benchmark::RegisterBenchmark((std::string("vllm/") + QueryName(query) + "/" + ShapeName(shape) +
                                         "/fresh-cold/" + (hit ? "hit" : "miss") + "/" + cold + "/paired_with_hashing")
                                            .c_str(),
-                                       BM_FreshCold, shape, query, hit, evict)
+                                       BM_FreshCold, shape, query, hit, evict, false)
               ->Iterations(kPrompts)
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
@@ -422,6 +445,17 @@ const bool kRegistered = [] {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
+    }
+  }
+  for (Query query : {Query::kPrefix, Query::kBlocks}) {
+    for (bool hit : {true, false}) {
+      benchmark::RegisterBenchmark((std::string("vllm/") + QueryName(query) + "/qwen/fresh-cold-salted/" +
+                                    (hit ? "hit" : "miss") + "/rotation/paired_with_hashing")
+                                       .c_str(),
+                                   BM_FreshCold, Shape::kQwen, query, hit, Eviction::kNone, true)
+          ->Iterations(kPrompts)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   for (Query query : {Query::kPrefix, Query::kBlocks}) {

@@ -4,8 +4,13 @@
 # into the committed corpus, minimised.
 #
 #   scripts/fuzz.sh HARNESS [SECONDS] [extra libFuzzer flags...]
-#     HARNESS: apply_message_fuzzer | check_pages_fuzzer | layout_json_fuzzer; SECONDS: default 600.
+#     HARNESS: apply_message_fuzzer | check_pages_fuzzer | layout_json_fuzzer |
+#     vllm_query_fuzzer; SECONDS: default 600.
 #   scripts/fuzz.sh build        only build the harnesses
+#   scripts/fuzz.sh ci [SECONDS] every harness for SECONDS (default 8) from the
+#                                committed corpus and seeds, one after the
+#                                other; nothing is merged into the tree (CI:
+#                                scripts/test.sh runs it)
 #
 # One process, one job (the machine is shared): run the harnesses one after
 # the other. Inputs:
@@ -20,8 +25,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=$root/build-fuzz
-harness=${1:?usage: scripts/fuzz.sh HARNESS|build [SECONDS] [libFuzzer flags...]}
-seconds=${2:-600}
+harness=${1:?usage: scripts/fuzz.sh HARNESS|build|ci [SECONDS] [libFuzzer flags...]}
+harnesses=(apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer vllm_query_fuzzer)
+seconds=${2:-}
+[[ -n $seconds ]] || { [[ $harness == ci ]] && seconds=8 || seconds=600; }
 shift $(( $# >= 2 ? 2 : $# ))
 
 for tool in clang clang++; do
@@ -32,15 +39,48 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DSCI_SANITIZE=address,undefined,fuzzer-no-link -DSCI_BUILD_FUZZERS=ON \
   -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
-cmake --build "$build" -j2 --target apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer fuzz_seed_corpus
+cmake --build "$build" -j2 --target "${harnesses[@]}" fuzz_seed_corpus
 [[ $harness == build ]] && exit 0
 
-case $harness in
-  apply_message_fuzzer) max_len=65536; dict=(-dict=tests/fuzz/apply_message_fuzzer.dict) ;;
-  check_pages_fuzzer) max_len=4096; dict=() ;;
-  layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
-  *) echo "fuzz.sh: unknown harness '$harness'" >&2; exit 2 ;;
-esac
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+options() {  # harness: sets max_len and dict
+  case $1 in
+    apply_message_fuzzer) max_len=65536; dict=(-dict=tests/fuzz/apply_message_fuzzer.dict) ;;
+    check_pages_fuzzer) max_len=4096; dict=() ;;
+    layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
+    vllm_query_fuzzer) max_len=1024; dict=() ;;
+    *) echo "fuzz.sh: unknown harness '$1'" >&2; exit 2 ;;
+  esac
+}
+
+if [[ $harness == ci ]]; then
+  # Bounded: each harness for $seconds (default 8), from the committed
+  # corpus and reproducers, new inputs in a scratch directory; a finding
+  # fails the run with its input in build-fuzz/fuzz-artifacts/HARNESS/.
+  status=0
+  for h in "${harnesses[@]}"; do
+    options "$h"
+    scratch=$(mktemp -d)
+    mkdir -p "$build/fuzz-artifacts/$h"
+    echo "fuzz.sh ci: $h for ${seconds}s"
+    run_status=0
+    "$build/tests/fuzz/$h" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$h/" "${dict[@]}" \
+      "$scratch" "$root/tests/fuzz/corpus/$h" >"$scratch.log" 2>&1 || run_status=$?
+    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR)|invariant broken' "$scratch.log" || true
+    if [[ $run_status -ne 0 ]]; then
+      tail -n 30 "$scratch.log" >&2
+      echo "fuzz.sh ci: $h found something (exit $run_status; input in $build/fuzz-artifacts/$h/)" >&2
+      status=1
+    fi
+    rm -rf "$scratch" "$scratch.log"
+  done
+  exit $status
+fi
+
+options "$harness"
 
 bin=$build/tests/fuzz/$harness
 corpus=$root/tests/fuzz/corpus/$harness
@@ -53,8 +93,6 @@ rm -rf "$build/fuzz-seeds"
 # (fuzz_seed_corpus writes no seeds for layout_json_fuzzer: its corpus holds them.)
 mkdir -p "$corpus" "$work" "$artifacts" "$seeds"
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 # New inputs go to the first directory (work); all three are read.
 "$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \

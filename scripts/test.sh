@@ -9,14 +9,17 @@
 #   4. the suite under AddressSanitizer + UBSan, and the concurrent suites
 #      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
 #      build-tsan/),
-#   5. the whole ctest suite of the build of stage 2,
-#   6. the Rust crates (rust-example/): bindings in sync with the header,
+#   5. the libFuzzer harnesses, each for 8 s from its committed corpus
+#      (scripts/fuzz.sh ci: clang, ASan+UBSan, build-fuzz/; their corpora
+#      are also replayed by ctest in every build),
+#   6. the whole ctest suite of the build of stage 2,
+#   7. the Rust crates (rust-example/): bindings in sync with the header,
 #      then their cargo test against that build.
 # It ends with a summary: each stage, what passed (ctest's and the gtest
 # binaries' totals, cargo's test results) and its time; also when a stage
 # fails, which then ends the run.
 # Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 4 for
-# a quick local run.
+# a quick local run; SCI_SKIP_FUZZ=1 skips stage 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -94,6 +97,10 @@ stage "lock discipline: clang -Wthread-safety (build-thread-safety)" thread_safe
 
 if [[ ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
   stage "sanitizers: ASan+UBSan (ctest), TSan (gtest binaries)" scripts/test-sanitizers.sh all
+fi
+
+if [[ ${SCI_SKIP_FUZZ:-0} != 1 ]]; then
+  stage "fuzz: each harness 8 s from its corpus (build-fuzz)" scripts/fuzz.sh ci 8
 fi
 
 stage "tests ($build)" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900

@@ -253,11 +253,11 @@ TEST(MediaAndCleared, TheVllmConnectorKeyAnswersItsChunkFromTheKey) {
 
       if (present) {
         std::array<uint8_t, 32> digest{};
-        ASSERT_TRUE(index.DigestOfEventHash(event_hash, &digest)) << "the key's digest, by its low 64 bits";
+        ASSERT_TRUE(index.DigestOfEventHash(TenantSeed("tenant-a"), event_hash, &digest)) << "the key's digest, by its low 64 bits";
         EXPECT_EQ(digest, chain[0]);
       } else if (m < vllm_message) {
         std::array<uint8_t, 32> digest{};
-        EXPECT_FALSE(index.DigestOfEventHash(event_hash, &digest)) << "no key carries it yet";
+        EXPECT_FALSE(index.DigestOfEventHash(TenantSeed("tenant-a"), event_hash, &digest)) << "no key carries it yet";
       }
     }
     EXPECT_TRUE(ever_present);

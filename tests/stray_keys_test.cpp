@@ -188,21 +188,21 @@ TEST(StrayKeyCounts, CountsBySlotAndStickAtTheTop) {
   const Fingerprint same_slot_as_a{2, (uint64_t{5} << 44) | 7};
   const Fingerprint b{1, uint64_t{6} << 44};
   EXPECT_FALSE(counts.MayHold(a));
-  counts.Add(a);
+  counts.Add(a, 0);
   EXPECT_TRUE(counts.MayHold(a));
   EXPECT_TRUE(counts.MayHold(same_slot_as_a)) << "a shared slot: a lookup, never a wrong answer";
   EXPECT_FALSE(counts.MayHold(b));
-  counts.Remove(a);
+  counts.Remove(a, 0);
   EXPECT_FALSE(counts.MayHold(a));
   EXPECT_EQ(counts.strays(), 0u);
 
   // 300 strays in one slot: the count sticks at 255 and holds the slot until every stray is gone.
-  for (int i = 0; i < 300; ++i) counts.Add(a);
-  counts.Add(b);
-  for (int i = 0; i < 300; ++i) counts.Remove(a);
+  for (int i = 0; i < 300; ++i) counts.Add(a, 0);
+  counts.Add(b, 0);
+  for (int i = 0; i < 300; ++i) counts.Remove(a, 0);
   EXPECT_TRUE(counts.MayHold(a)) << "stuck: not decremented";
   EXPECT_EQ(counts.strays(), 1u);
-  counts.Remove(b);
+  counts.Remove(b, 0);
   EXPECT_EQ(counts.strays(), 0u);
   EXPECT_FALSE(counts.MayHold(a)) << "no stray left: the stuck slot is freed";
   EXPECT_FALSE(counts.MayHold(b));

@@ -520,7 +520,7 @@ class Driver {
       }
       if (!carried) continue;
       BlockDigest digest{};
-      EXPECT_TRUE(index_.DigestOfEventHash(EventHashOf(request.chain[i]), &digest) && digest == request.chain[i])
+      EXPECT_TRUE(index_.DigestOfEventHash(TenantSeed(c_.tenant), EventHashOf(request.chain[i]), &digest) && digest == request.chain[i])
           << Where(request, n_tokens, "DigestOfEventHash") << ", block " << i;
     }
     return !::testing::Test::HasFailure();

@@ -9,9 +9,16 @@
 // is resolved here, then the keys are looked up as usual. Two digests sharing their low 64 bits are
 // ambiguous: the entry says so and never resolves, until none is left.
 //
-// Conservative where it is not exact: a tenant's clear drops keys without
-// their bytes, so their entries stay (a resolved digest whose keys are gone
-// finds them absent: a miss); only a whole clear empties the map.
+// Per tenant tag (fingerprint.h): an entry counts the keys of one tag, and
+// an event hash is resolved among the keys of the querying layout's tenant
+// tag only. So a tenant's clear, which drops keys by their tag without their
+// bytes, drops their entries too (EraseTagRun): 1.2 kept them, one per
+// cleared key, and five rounds of 200k keys stored and cleared grew the
+// process by 90 MB with one key present (issue #34, R7). Keys of another
+// tenant sharing the tag go with the clear, as their keys do. Conservative
+// where it is not exact: two digests of one tag sharing their low 64 bits
+// never resolve (a miss) until one of them is gone; only a whole clear
+// empties the map (and gives its memory back).
 //
 // Written by the index's writer under the exclusive table lock; read under
 // the shared one.
@@ -21,12 +28,21 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 
 namespace sci {
 
 class EventHashDigests {
+  using EntryKey = std::pair<uint64_t, uint32_t>;  // (event hash, tenant tag)
+  struct Entry {
+    uint8_t head[24];   // the digest's bytes before its low 64 bits (in the map's key)
+    uint32_t keys = 0;  // present keys ending with a digest of these low 64 bits
+    bool ambiguous = false;
+  };
+  using Map = absl::flat_hash_map<EntryKey, Entry>;
+
  public:
   using Digest = std::array<uint8_t, 32>;
 
@@ -53,10 +69,12 @@ class EventHashDigests {
     return low;
   }
 
-  // A present key with `digest` came (Add; may throw bad_alloc, changing
-  // nothing) or went (Remove; never allocates).
-  void Add(const Digest& digest) {
-    Entry& entry = entries_[EventHashOf(digest)];
+  // A present key of tenant tag `tag` with `digest` came (Add; may throw
+  // bad_alloc, changing nothing) or went (Remove; never allocates).
+  void Add(const Digest& digest, uint32_t tag) {
+    const auto [it, inserted] = entries_.try_emplace(EntryKey{EventHashOf(digest), tag});
+    if (inserted) ++entries_by_tag_[tag & 0xFF];
+    Entry& entry = it->second;
     if (entry.keys == 0) {
       std::memcpy(entry.head, digest.data(), sizeof entry.head);
       entry.ambiguous = false;
@@ -65,38 +83,67 @@ class EventHashDigests {
     }
     ++entry.keys;
   }
-  void Remove(const Digest& digest) {
-    auto it = entries_.find(EventHashOf(digest));
+  void Remove(const Digest& digest, uint32_t tag) {
+    auto it = entries_.find(EntryKey{EventHashOf(digest), tag});
     if (it == entries_.end()) return;
-    if (--it->second.keys == 0) entries_.erase(it);
+    if (--it->second.keys == 0) Erase(it);
   }
 
-  // The one digest present keys carry for `event_hash`; false when none, or
-  // more than one, does.
-  bool Find(uint64_t event_hash, Digest* digest) const {
-    auto it = entries_.find(event_hash);
+  // The one digest present keys of tenant tag `tag` carry for
+  // `event_hash`; false when none, or more than one, does.
+  bool Find(uint64_t event_hash, uint32_t tag, Digest* digest) const {
+    auto it = entries_.find(EntryKey{event_hash, tag});
     if (it == entries_.end() || it->second.ambiguous) return false;
     std::memcpy(digest->data(), it->second.head, sizeof it->second.head);
     for (size_t i = 0; i < 8; ++i) (*digest)[24 + i] = static_cast<uint8_t>(event_hash >> (56 - 8 * i));
     return true;
   }
 
-  void Clear() { entries_ = {}; }
+  // A tenant's clear: tag `tag`'s entries erased, at most `steps` entries
+  // visited a call, so that the caller may release its lock between runs.
+  // `walk` starts default-constructed; no Add may come between the runs
+  // (an erase keeps every other position valid, an insert may not). False
+  // once every entry of the tag is gone.
+  class Walk {
+    friend class EventHashDigests;
+    bool started_ = false;
+    Map::iterator at_;
+  };
+  bool HasTag(uint32_t tag) const { return entries_by_tag_[tag & 0xFF] != 0; }
+  bool EraseTagRun(uint32_t tag, Walk* walk, size_t steps) {
+    if (!walk->started_) {
+      walk->started_ = true;
+      walk->at_ = entries_.begin();
+    }
+    for (size_t i = 0; i < steps && entries_by_tag_[tag & 0xFF] > 0; ++i) {
+      if (walk->at_ == entries_.end()) return false;
+      auto here = walk->at_++;
+      if (here->first.second == tag) Erase(here);
+    }
+    return entries_by_tag_[tag & 0xFF] > 0 && walk->at_ != entries_.end();
+  }
+
+  void Clear() {
+    entries_ = {};
+    entries_by_tag_.fill(0);
+  }
   size_t size() const { return entries_.size(); }
 
  private:
+  template <typename Iterator>
+  void Erase(Iterator it) {
+    --entries_by_tag_[it->first.second & 0xFF];
+    entries_.erase(it);
+  }
+
   static int Nibble(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     return -1;
   }
 
-  struct Entry {
-    uint8_t head[24];   // the digest's bytes before its low 64 bits (the map's key)
-    uint32_t keys = 0;  // present keys ending with a digest of these low 64 bits
-    bool ambiguous = false;
-  };
-  absl::flat_hash_map<uint64_t, Entry> entries_;
+  Map entries_;
+  std::array<uint64_t, 256> entries_by_tag_ = {};  // a tag without entries skips the walk
 };
 
 }  // namespace sci

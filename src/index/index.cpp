@@ -294,7 +294,7 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
     ++state->keys;
     // A stray under no group until now; under its head's group, no longer
     // (the request's keys are the head's: the query derived them from it).
-    if (request.group_named_by_head) strays_.Remove(request.group);
+    if (request.group_named_by_head) strays_.Remove(request.group, TenantTagOf(key));
   }
   // The summary entry of the keys' head, if any, said they were under no
   // group: it is worked out again.
@@ -329,7 +329,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
       return;
     }
     // First, as it may fail to allocate: then nothing has changed.
-    if (key.digest_ended) event_digests_.Add(key.digest);
+    if (key.digest_ended) event_digests_.Add(key.digest, TenantTagOf(key.key));
     entry = keys.insert_absent(packed, KeyEntry{});
     key_count_.fetch_add(1, std::memory_order_relaxed);
     ++keys_by_tag_[TenantTagOf(key.key)];
@@ -358,9 +358,9 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   const bool is_stray = IsStray(key, next_ref);
   if (is_stray != was_stray) {
     if (is_stray) {
-      strays_.Add(HeadGroupOf(key));
+      strays_.Add(HeadGroupOf(key), TenantTagOf(key.key));
     } else {
-      strays_.Remove(HeadGroupOf(key));
+      strays_.Remove(HeadGroupOf(key), TenantTagOf(key.key));
     }
   }
   AddTail(key, next);
@@ -383,11 +383,11 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   KeyTable& keys = key_shards_[ShardOf(packed)];
   if (KeyEntry* found = keys.find(packed)) {
     const GroupRef ref = found->group();
-    if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key));
+    if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key), TenantTagOf(key.key));
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
     --keys_by_tag_[TenantTagOf(key.key)];
-    if (key.digest_ended) event_digests_.Remove(key.digest);
+    if (key.digest_ended) event_digests_.Remove(key.digest, TenantTagOf(key.key));
     RemoveTail(key);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
@@ -664,9 +664,6 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     page_tails_.erase_if(b, b + kBucketsPerHold,
                          [tag](const PackedKey& head, PageTails&) { return TenantTagOf(head.Unpack()) == tag; });
   }
-  // Stray counts (stray_keys.h) are left as they are: the tenant's keys
-  // are gone without their bytes, which the counts' slots need. A count too
-  // high only makes its pages check their keys.
   for (size_t shard = 0; shard < kShards; ++shard) {
     for (size_t b = 0; keys_by_tag_[tag] > 0; b += kBucketsPerHold) {
       WriterLock lock(tables_lock_);
@@ -682,6 +679,18 @@ void Index::ClearTenant(uint64_t tenant_seed) {
       });
     }
   }
+  // The tag's keys are gone: its strays with them (stray_keys.h: the
+  // gauge now, the slots once no stray is left), and its digests behind
+  // event hashes (event_hash_digests.h), the same bounded run at a time.
+  {
+    WriterLock lock(tables_lock_);
+    strays_.ClearTag(tag);
+  }
+  EventHashDigests::Walk walk;
+  for (bool more = event_digests_.HasTag(tag); more;) {
+    WriterLock lock(tables_lock_);
+    more = event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
+  }
 }
 
 void Index::ResetCursor() {
@@ -696,10 +705,10 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
   return ContainsKey(FingerprintOf(TenantSeed(tenant), object_key));
 }
 
-bool Index::DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const {
+bool Index::DigestOfEventHash(uint64_t tenant_seed, uint64_t event_hash, std::array<uint8_t, 32>* digest) const {
   ReaderLock lock(tables_lock_);
   if (held_.load(std::memory_order_relaxed)) return false;
-  return event_digests_.Find(event_hash, digest);
+  return event_digests_.Find(event_hash, TenantTag(tenant_seed), digest);
 }
 
 bool Index::ContainsKey(const Fingerprint& key) const {

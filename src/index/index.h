@@ -247,11 +247,24 @@ class Index {
   // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsKey(const Fingerprint& key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
-  // The digest that present keys ending "<digest_key_separator><64 hex
+  // The digest that present keys of the tenant whose seed is `tenant_seed`
+  // (by its tag, fingerprint.h) ending "<digest_key_separator><64 hex
   // digits>" carry for an engine's 64-bit event hash (event_hash_digests.h);
   // false when none or more than one does, or with no separator.
-  bool DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const
+  bool DigestOfEventHash(uint64_t tenant_seed, uint64_t event_hash, std::array<uint8_t, 32>* digest) const
       ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // The same for the default tenant.
+  bool DigestOfEventHash(uint64_t event_hash, std::array<uint8_t, 32>* digest) const
+      ABSL_LOCKS_EXCLUDED(tables_lock_) {
+    return DigestOfEventHash(TenantSeed({}), event_hash, digest);
+  }
+  // Entries of the event-hash digest map: one per (low 64 bits, tenant tag)
+  // of present digest-ended keys. For tests (a tenant's clear takes its own
+  // away).
+  size_t EventHashDigestEntries() const ABSL_LOCKS_EXCLUDED(tables_lock_) {
+    ReaderLock lock(tables_lock_);
+    return event_digests_.size();
+  }
   // Whether every key is present, and whether each was stored under
   // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
   // with the table lines of all of them prefetched first, so their cache

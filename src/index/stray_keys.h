@@ -33,8 +33,16 @@
 // key tables cannot. After a resync every snapshot page's slot is taken
 // until its keys are adopted (adoption_queue.h) or removed: 1M snapshot keys
 // of tp8 pages take about 6% of the slots.
+// A tenant's clear drops keys by their tenant tag, without their bytes, so
+// it cannot find their slots: strays are also counted per tenant tag, the
+// gauge drops by the tag's count at once (ClearTag), and the slots, which
+// may still count the cleared keys (only a cost: their pages are checked
+// key by key), are zeroed as soon as no stray is left. 1.2 left the gauge
+// and the slots high until a whole clear (issue #34, R8).
+//
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cassert>
 #include <cstdint>
@@ -58,19 +66,37 @@ class StrayKeyCounts {
     if (counts_ == nullptr) throw std::bad_alloc();
   }
 
-  // A stray key whose head's group is `group` came (Add) or went (Remove).
-  void Add(const Fingerprint& group) {
+  // A stray key of tenant tag `tag` whose head's group is `group` came
+  // (Add) or went (Remove).
+  void Add(const Fingerprint& group, uint32_t tag) {
     uint8_t& count = counts_[SlotOf(group)];
     if (count != kStuck && ++count == kStuck) ++stuck_slots_;
+    ++by_tag_[tag & 0xFF];
     strays_.store(strays_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  void Remove(const Fingerprint& group) {
+  void Remove(const Fingerprint& group, uint32_t tag) {
     uint8_t& count = counts_[SlotOf(group)];
     assert(count != 0 && "a stray removed that was never added");
     if (count != kStuck) --count;
+    uint64_t& of_tag = by_tag_[tag & 0xFF];
+    assert(of_tag != 0 && "a stray removed under another tag than it was added");
+    if (of_tag != 0) --of_tag;
     const uint64_t left = strays_.load(std::memory_order_relaxed) - 1;
     strays_.store(left, std::memory_order_relaxed);
-    if (left == 0 && stuck_slots_ > 0) Reset();  // the stuck slots hold no stray any more
+    // The stuck or left-over slots hold no stray any more.
+    if (left == 0 && (stuck_slots_ > 0 || leftovers_)) Reset();
+  }
+  // Every key of tenant tag `tag` is gone (a tenant's clear), its strays
+  // with them: the gauge drops by their count; the slots are zeroed now if
+  // no stray is left, else once the last one goes.
+  void ClearTag(uint32_t tag) {
+    uint64_t& of_tag = by_tag_[tag & 0xFF];
+    if (of_tag == 0) return;
+    const uint64_t left = strays_.load(std::memory_order_relaxed) - of_tag;
+    strays_.store(left, std::memory_order_relaxed);
+    of_tag = 0;
+    leftovers_ = true;
+    if (left == 0) Reset();
   }
 
   // Whether a stray key of the page whose group is `group` may be present.
@@ -86,10 +112,12 @@ class StrayKeyCounts {
   // Every key is gone (a clear). Free when no stray was counted: the
   // counts are all zero already.
   void Reset() {
-    if (strays() == 0 && stuck_slots_ == 0) return;
+    if (strays() == 0 && stuck_slots_ == 0 && !leftovers_) return;
     std::memset(counts_.get(), 0, kSlots);
     strays_.store(0, std::memory_order_relaxed);
     stuck_slots_ = 0;
+    by_tag_.fill(0);
+    leftovers_ = false;
   }
 
  private:
@@ -103,6 +131,8 @@ class StrayKeyCounts {
   std::unique_ptr<uint8_t[], Free> counts_;
   std::atomic<uint64_t> strays_{0};  // written by the writer only
   uint64_t stuck_slots_ = 0;
+  std::array<uint64_t, 256> by_tag_ = {};  // strays per tenant tag
+  bool leftovers_ = false;                 // slots may count keys a tenant's clear dropped
 };
 
 }  // namespace sci

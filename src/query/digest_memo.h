@@ -27,6 +27,10 @@ namespace sci {
 // the page's digest is a function of, and it holds that digest. A hit can
 // only be wrong if two different runs have the same 128-bit key: the odds the
 // index already accepts for its key fingerprints (about 2^-128 per pair).
+// What else a digest depends on (vLLM's layout and a request's extras: a
+// LoRA name, a cache salt) enters as page 0's parent key, 128 bits a client
+// cannot aim at (vllm/memo_domain.h: SHA-256 keyed per process); SGLang's
+// page 0 has no parent.
 //
 // Why chain keys, not digests: a page's key is known before its parent's
 // digest is, so the next page's entry is prefetched while this page hashes,

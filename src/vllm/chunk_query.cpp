@@ -30,11 +30,20 @@ constexpr size_t kMaxRound = std::max(kTokenRound, kGivenRound);
 // A chunk's state in a query's memory of what it looked up.
 enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
 
+// A block of the chain: its digest and whether it is known.
+struct ChainBlock {
+  BlockDigest digest;
+  uint8_t known = 0;  // by event hash: 0 when unresolved or ambiguous
+};
+
 // One querying thread's buffers, grown to the longest request it has seen
 // and reused: a warm query allocates nothing.
 struct Scratch {
-  std::vector<BlockDigest> digests;      // the chain, as far as computed
-  std::vector<uint8_t> digest_known;     // by event hash: 0 when unresolved or ambiguous
+  // The chain, as far as computed. One vector, so that growing it is all or
+  // nothing: with the digests and their known flags apart, a resize that
+  // threw between the two left the flags shorter than the digests, and the
+  // next query of that length wrote past them (issue #34, R5).
+  std::vector<ChainBlock> chain;
   std::vector<Fingerprint> keys;         // a round of chunks' keys
   std::vector<Presence> presence;        // per (group, chunk), groups one after the other
   std::vector<size_t> presence_at;       // group -> its first entry in presence
@@ -63,12 +72,8 @@ class Chain {
     } else {
       available_ = whole_blocks;
     }
-    if (scratch_.digests.size() < available_) {
-      scratch_.digests.resize(available_);
-      scratch_.digest_known.resize(available_);
-    }
+    if (scratch_.chain.size() < available_) scratch_.chain.resize(available_);
     memo_ = &PageDigestMemo::ForThisThread();
-    if (!source.by_digests && !source.by_event_hashes) domain_ = ExtrasDomain();
   }
 
   // Whole hash blocks the request has (digests beyond it are not asked for).
@@ -78,41 +83,35 @@ class Chain {
   // it cannot be (an event hash the index cannot resolve to one digest).
   bool Ensure(size_t block) {
     while (computed_ <= block) Compute(computed_++);
-    return scratch_.digest_known[block] != 0;
+    return scratch_.chain[block].known != 0;
   }
-  const BlockDigest& Digest(size_t block) const { return scratch_.digests[block]; }
+  const BlockDigest& Digest(size_t block) const { return scratch_.chain[block].digest; }
   size_t blocks_computed() const { return computed_; }
   // Whether the digests are hashed here from tokens (not given).
   bool hashes_tokens() const { return !source_.by_digests && !source_.by_event_hashes; }
 
  private:
-  // The memo's domain for this request: the layout's (algorithm, seed) and
-  // the extras, which every block's digest depends on.
-  uint64_t ExtrasDomain() const {
-    // Each present extra reseeds the next hash, under its own constant, so
-    // a LoRA name and a salt of the same bytes give different domains.
-    const RequestExtras& extras = source_.extras;
-    uint64_t domain = layout_.hash_domain();
-    if (extras.has_lora) {
-      domain = XXH3_64bits_withSeed(extras.lora_name.data(), extras.lora_name.size(), domain ^ 0x8F1BBCDCCA62C1D6ull);
+  // The memo's domain for this request (memo_domain.h): the layout's, or
+  // with extras a keyed digest of them, made the first time the memo is
+  // consulted (a prefix query of a prompt nobody stored never is).
+  const MemoDomain& Domain() {
+    if (!domain_known_) {
+      const RequestExtras& extras = source_.extras;
+      domain_ = extras.has_lora || extras.has_salt ? ExtrasMemoDomain(layout_.memo_domain(), extras)
+                                                    : layout_.memo_domain();
+      domain_known_ = true;
     }
-    if (extras.has_salt) {
-      domain = XXH3_64bits_withSeed(extras.cache_salt.data(), extras.cache_salt.size(), domain ^ 0x6ED9EBA1CA62C1D6ull);
-      // A salt that is the LoRA name's object pickles as a reference to it:
-      // other bytes, another digest.
-      if (extras.salt_is_lora_object) domain = XXH3_64bits_withSeed(&domain, sizeof domain, 0x5A827999CA62C1D6ull);
-    }
-    return domain;
+    return domain_;
   }
 
   void Compute(size_t block) {
-    BlockDigest& digest = scratch_.digests[block];
-    uint8_t& known = scratch_.digest_known[block];
+    BlockDigest& digest = scratch_.chain[block].digest;
+    uint8_t& known = scratch_.chain[block].known;
     known = 1;
     if (source_.by_digests) {
       std::memcpy(digest.data(), source_.digests + block * digest.size(), digest.size());
     } else if (source_.by_event_hashes) {
-      known = index_.DigestOfEventHash(source_.event_hashes[block], &digest) ? 1 : 0;
+      known = index_.DigestOfEventHash(layout_.tenant_seed(), source_.event_hashes[block], &digest) ? 1 : 0;
     } else {
       HashFromTokens(block, digest);
     }
@@ -123,7 +122,7 @@ class Chain {
   void HashFromTokens(size_t block, BlockDigest& digest) {
     const uint32_t size = layout_.hash_block_size();
     const std::span<const uint32_t> units = source_.tokens.subspan(block * size, size);
-    const BlockDigest& parent = block == 0 ? layout_.none_hash() : scratch_.digests[block - 1];
+    const BlockDigest& parent = block == 0 ? layout_.none_hash() : scratch_.chain[block - 1].digest;
     if (block == 0 && defer_first_) {
       digest = HashBlock(layout_.algorithm(), parent, units, source_.extras, block);
       memo_->CountHashed();
@@ -146,10 +145,18 @@ class Chain {
   }
 
   // The memo key of block `block` (key_: its parent's, for block > 0).
-  PageDigestMemo::Key MemoKey(size_t block, std::span<const uint32_t> units) const {
-    const XXH128_hash_t units_hash =
-        XXH3_128bits_withSeed(units.data(), units.size_bytes(), block == 0 ? domain_ : PageDigestMemo::SeedOf(&key_));
-    return PageDigestMemo::KeyOf(block == 0 ? nullptr : &key_, PageDigestMemo::Key{units_hash.low64, units_hash.high64});
+  // Block 0's is seeded by the domain as if it were a parent key: the
+  // XXH3-128 of its units seeded with the domain's low half, the high half
+  // XORed in (PageDigestMemo::KeyOf), so all 128 bits of it count.
+  PageDigestMemo::Key MemoKey(size_t block, std::span<const uint32_t> units) {
+    if (block == 0) {
+      const MemoDomain& domain = Domain();
+      const PageDigestMemo::Key parent{domain.low, domain.high};
+      const XXH128_hash_t units_hash = XXH3_128bits_withSeed(units.data(), units.size_bytes(), domain.low);
+      return PageDigestMemo::KeyOf(&parent, PageDigestMemo::Key{units_hash.low64, units_hash.high64});
+    }
+    const XXH128_hash_t units_hash = XXH3_128bits_withSeed(units.data(), units.size_bytes(), PageDigestMemo::SeedOf(&key_));
+    return PageDigestMemo::KeyOf(&key_, PageDigestMemo::Key{units_hash.low64, units_hash.high64});
   }
 
   // The first block, hashed without the memo, is looked up now that the
@@ -159,7 +166,7 @@ class Chain {
     key_ = MemoKey(0, source_.tokens.subspan(0, layout_.hash_block_size()));
     BlockDigest memoised;
     const bool found = memo_->Find(key_, &memoised);
-    if (!found) memo_->Insert(key_, scratch_.digests[0]);
+    if (!found) memo_->Insert(key_, scratch_.chain[0].digest);
     sighting_.Resolve(found);
   }
 
@@ -168,7 +175,8 @@ class Chain {
   const ChainSource& source_;
   Scratch& scratch_;
   PageDigestMemo* memo_ = nullptr;
-  uint64_t domain_ = 0;
+  MemoDomain domain_;
+  bool domain_known_ = false;
   MemoSighting sighting_{true};
   const bool defer_first_;
   PageDigestMemo::Key key_{};

@@ -1,12 +1,8 @@
 #include "vllm/layout.h"
 
-#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 namespace sci::vllm {
 namespace {
@@ -70,10 +66,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
   layout->hash_block_size_ = spec.groups[0].hash_block_size;
   layout->router_block_size_ = spec.main_event_block_size;
   layout->tenant_seed_ = TenantSeed(spec.tenant_id);
-  uint8_t domain[1 + sizeof(BlockDigest)];
-  domain[0] = static_cast<uint8_t>(spec.algorithm);
-  std::memcpy(domain + 1, layout->none_hash_.data(), layout->none_hash_.size());
-  layout->hash_domain_ = XXH3_64bits(domain, sizeof domain);
+  layout->memo_domain_ = LayoutMemoDomain(spec.algorithm, layout->none_hash_);
 
   uint64_t alignment = BoundedLcm(spec.main_event_block_size,
                                   spec.lcm_block_size == 0 ? spec.main_event_block_size : spec.lcm_block_size);
@@ -85,7 +78,11 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     if (group.kind == GroupKind::kSlidingWindow) {
       // The chunks holding the window's last sliding_window - 1 tokens
       // before the prefix's end: vLLM recomputes the last one itself.
-      group.window_chunks = (spec_group.sliding_window - 1 + group.block_size - 1) / group.block_size;
+      // In 64 bits: in 32, a window within block_size of 2^32 wrapped to
+      // 0 chunks and its group vouched for nothing (issue #34, R3). Both
+      // terms are below 2^32, so the quotient fits window_chunks.
+      group.window_chunks = static_cast<uint32_t>(
+          (uint64_t{spec_group.sliding_window} - 1 + uint64_t{group.block_size} - 1) / group.block_size);
     }
     layout->has_full_attention_ = layout->has_full_attention_ || group.kind == GroupKind::kFullAttention;
     group.first_prefix = static_cast<uint32_t>(layout->prefixes_.size());

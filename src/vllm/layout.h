@@ -24,6 +24,7 @@
 #include "query/digest.h"
 #include "vllm/block_hash.h"
 #include "vllm/layout_spec.h"
+#include "vllm/memo_domain.h"
 
 namespace sci::vllm {
 
@@ -65,9 +66,10 @@ class Layout {
   // Candidate prefixes are multiples of this many tokens.
   uint32_t alignment() const { return alignment_; }
   uint64_t tenant_seed() const { return tenant_seed_; }
-  // A seed that names everything a block hash depends on besides its
-  // tokens and extras (algorithm, NONE_HASH): the digest memo's domain.
-  uint64_t hash_domain() const { return hash_domain_; }
+  // The digest memo's domain of a request without extras: everything a
+  // block hash depends on besides its tokens (algorithm, NONE_HASH), keyed
+  // (memo_domain.h).
+  const MemoDomain& memo_domain() const { return memo_domain_; }
   const std::vector<Group>& groups() const { return groups_; }
   // Whether one group is full attention: then a prefix is the leading run
   // of present chunks, and block hits mean what they say.
@@ -98,7 +100,7 @@ class Layout {
   uint32_t router_block_size_ = 0;
   uint32_t alignment_ = 0;
   uint64_t tenant_seed_ = 0;
-  uint64_t hash_domain_ = 0;
+  MemoDomain memo_domain_;
   bool has_full_attention_ = false;
   std::vector<Group> groups_;
   std::vector<std::string> prefixes_;       // each with its "@"

@@ -20,7 +20,18 @@
 //   - a descriptor read goes through vllm::Layout::Create likewise; a
 //     layout built (of either family) answers a tiny query on an empty
 //     index with no hit: CheckPrefix over a few tokens is 0 (and, for vLLM,
-//     every CheckBlocks entry is 0 and the counts agree).
+//     every CheckBlocks entry is 0 and the counts agree);
+//   - a vLLM layout built answers, on an index holding some of the chunks
+//     of a few tokens (which ones: bits of a hash of the text), exactly
+//     what a straightforward reference says (vllm_reference.h: the digests
+//     hashed again without the memo, every chunk's keys looked up one by
+//     one, Dynamo's prefix and the block hits worked out from them), by
+//     tokens (a first, second and third sight, so the memo is filled and
+//     used) and by digests;
+//   - sci_layout_new_json, the C entry point, agrees: SCI_OK with a layout
+//     of the family and block size read exactly when the readers and
+//     Create build one, else SCI_ERR_INVALID_ARGUMENT, no layout, and an
+//     error naming the family.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -31,8 +42,13 @@
 #include <string_view>
 #include <vector>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "common/json_text.h"
 #include "fuzz_check.h"
+#include "shared_cache_index.h"
+#include "vllm_reference.h"
 #include "index/index.h"
 #include "sglang/layout.h"
 #include "sglang/page_query.h"
@@ -57,7 +73,48 @@ std::vector<uint32_t> FewTokens(uint32_t block_size) {
   return tokens;
 }
 
-void CheckVllmLayout(const vllm::LayoutSpec& spec) {
+// Some chunks of `tokens` stored (by the bits of `seed`), then every query
+// compared with the reference.
+void CheckVllmAnswers(const vllm::LayoutSpec& spec, const vllm::Layout& layout, const std::vector<uint32_t>& tokens,
+                      uint64_t seed) {
+  const uint32_t b = layout.router_block_size();
+  const uint32_t hash_block = spec.groups[0].hash_block_size;
+  if (tokens.size() / hash_block > 64) return;  // a few blocks are enough (and keep the harness fast)
+  const std::vector<vllm::BlockDigest> chain =
+      vllm::HashChain(spec.algorithm, spec.python_hash_seed, tokens, hash_block);
+  Index index(vllm::VllmIndexOptions());
+  std::vector<std::string> keys;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    const size_t per_chunk = spec.groups[g].block_size / hash_block;
+    for (size_t c = 0; (c + 1) * per_chunk <= chain.size(); ++c, seed = seed >> 1 | seed << 63) {
+      if ((seed & 1) == 0) continue;
+      std::string hex(kPageHashHexLength, '\0');
+      ToHex(chain[(c + 1) * per_chunk - 1], hex.data());
+      for (std::string& key : layout.KeysFor(g, hex)) keys.push_back(std::move(key));
+    }
+  }
+  std::vector<Event> events;
+  for (const std::string& key : keys) events.push_back(Event{EventKind::kStored, key, {}, spec.tenant_id, "cpu"});
+  index.ApplyBatch(1, events);
+  const VllmReference reference(index, spec, layout, chain, tokens.size());
+  const size_t want_prefix = reference.Prefix();
+  const std::vector<uint8_t> want_hits = reference.Blocks();
+  for (int sight = 1; sight <= 3; ++sight) {
+    const size_t prefix = vllm::CheckPrefix(index, layout, vllm::ChainSource::Tokens(tokens), b).prefix_hits;
+    SCI_FUZZ_CHECK(prefix == want_prefix, "prefix %zu (sight %d), the reference %zu", prefix, sight, want_prefix);
+    std::vector<uint8_t> hits(vllm::BlocksToCheck(layout, tokens.size(), b), 9);
+    vllm::CheckBlocks(index, layout, vllm::ChainSource::Tokens(tokens), b, hits);
+    SCI_FUZZ_CHECK(hits == want_hits, "block hits (sight %d) differ from the reference", sight);
+  }
+  std::vector<uint8_t> digests;
+  for (const vllm::BlockDigest& digest : chain) digests.insert(digests.end(), digest.begin(), digest.end());
+  const size_t by_digests =
+      vllm::CheckPrefix(index, layout, vllm::ChainSource::Digests(digests.data(), chain.size(), tokens.size()), b)
+          .prefix_hits;
+  SCI_FUZZ_CHECK(by_digests == want_prefix, "prefix %zu by digests, the reference %zu", by_digests, want_prefix);
+}
+
+void CheckVllmLayout(const vllm::LayoutSpec& spec, uint64_t seed) {
   std::string refused;
   const auto layout = vllm::Layout::Create(spec, &refused);
   if (layout == nullptr) {
@@ -80,6 +137,7 @@ void CheckVllmLayout(const vllm::LayoutSpec& spec) {
                  static_cast<size_t>(blocks.n_pages));
   SCI_FUZZ_CHECK(std::all_of(hits.begin(), hits.end(), [](uint8_t hit) { return hit == 0; }),
                  "an empty index: a block reported present");
+  CheckVllmAnswers(spec, *layout, tokens, seed);
 }
 
 void CheckSglangLayout(const Layout& layout) {
@@ -151,7 +209,15 @@ void CheckDescriptorSpec(const vllm::LayoutSpec& spec) {
   }
 }
 
-void CheckDescriptor(std::string_view text) {
+// Whether `text` builds a layout through the library's readers (which
+// family, and its block size), for the C entry point's check.
+struct Built {
+  bool ok = false;
+  bool vllm = false;
+  uint32_t block_size = 0;
+};
+
+void CheckDescriptor(std::string_view text, Built* built) {
   vllm::LayoutSpec spec;
   spec.tenant_id = "untouched";
   std::string error;
@@ -163,7 +229,9 @@ void CheckDescriptor(std::string_view text) {
   } else {
     CheckDescriptorSpec(spec);
     SCI_FUZZ_CHECK(looks, "a descriptor read that does not look like one");
-    CheckVllmLayout(spec);
+    CheckVllmLayout(spec, XXH3_64bits(text.data(), text.size()));
+    std::string refused;
+    if (looks && vllm::Layout::Create(spec, &refused) != nullptr) *built = Built{true, true, spec.main_event_block_size};
   }
 
   nlohmann::json root;
@@ -187,7 +255,7 @@ void CheckDescriptor(std::string_view text) {
   }
 }
 
-void CheckRuntimeConfig(std::string_view text) {
+void CheckRuntimeConfig(std::string_view text, Built* built) {
   LayoutSpec fresh;
   std::string error;
   const bool read = ParseRuntimeConfigJson(text, &fresh, &error);
@@ -210,6 +278,7 @@ void CheckRuntimeConfig(std::string_view text) {
     const auto layout = Layout::Create(fresh, &refused);
     SCI_FUZZ_CHECK(layout != nullptr || !refused.empty(), "Layout::Create refused without a reason");
     if (layout != nullptr) CheckSglangLayout(*layout);
+    if (layout != nullptr && !vllm::LooksLikeDescriptor(text)) *built = Built{true, false, fresh.page_size};
   } else if (error == "page_size is missing") {
     SCI_FUZZ_CHECK(given_read ? given.page_size == 7 : given_error != error, "page size given, then \"%s\"",
                    given_error.c_str());
@@ -219,12 +288,36 @@ void CheckRuntimeConfig(std::string_view text) {
   }
 }
 
+// sci_layout_new_json reads a descriptor when the text looks like one, else
+// a runtime config: it builds exactly what the readers and Create build.
+void CheckCApi(std::string_view text, const Built& built) {
+  sci_layout* layout = nullptr;
+  const sci_status status = sci_layout_new_json(sci_str{text.data(), text.size()}, &layout);
+  if (built.ok) {
+    SCI_FUZZ_CHECK(status == SCI_OK && layout != nullptr, "sci_layout_new_json: status %d (%s)", status,
+                   sci_last_error());
+    SCI_FUZZ_CHECK(sci_layout_get_family(layout) == (built.vllm ? SCI_LAYOUT_VLLM : SCI_LAYOUT_SGLANG),
+                   "family %d", sci_layout_get_family(layout));
+    SCI_FUZZ_CHECK(sci_layout_block_size(layout) == built.block_size, "block size %u, read %u",
+                   sci_layout_block_size(layout), built.block_size);
+  } else {
+    SCI_FUZZ_CHECK(status == SCI_ERR_INVALID_ARGUMENT && layout == nullptr, "sci_layout_new_json: status %d", status);
+    const std::string_view error = sci_last_error();
+    SCI_FUZZ_CHECK(error.find("vLLM descriptor: ") != std::string_view::npos ||
+                       error.find("SGLang runtime config: ") != std::string_view::npos,
+                   "an error naming no family: %s", sci_last_error());
+  }
+  sci_layout_free(layout);
+}
+
 }  // namespace
 }  // namespace sci::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  sci::fuzz::CheckDescriptor(text);
-  sci::fuzz::CheckRuntimeConfig(text);
+  sci::fuzz::Built built;
+  sci::fuzz::CheckDescriptor(text, &built);
+  sci::fuzz::CheckRuntimeConfig(text, &built);
+  sci::fuzz::CheckCApi(text, built);
   return 0;
 }
