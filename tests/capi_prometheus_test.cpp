@@ -53,9 +53,9 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("# TYPE sci_groups_adopted_total counter\nsci_groups_adopted_total 0\n"), std::string::npos);
   // "k" is no page key (no 64-digit hash): no stray.
   EXPECT_NE(text.find("# TYPE sci_stray_keys gauge\nsci_stray_keys 0\n"), std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 33 metrics (the 21 of
-  // 1.0, the 10 of 1.1 and the 2 of 1.2), 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 33 * 3);
+  // Every sample line follows its HELP and TYPE lines: 44 metrics (the 21 of
+  // 1.0, the 10 of 1.1, the 2 of 1.2 and the 11 of 1.3), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 44 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {

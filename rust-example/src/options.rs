@@ -234,6 +234,28 @@ pub struct Stats {
     /// Per-medium residency: removals that left their key present on
     /// another medium (added in 1.2).
     pub medium_removals_kept: u64,
+    /// Queries whose block size is not the layout's (answered with no pages) (added in 1.3).
+    pub block_size_mismatches: u64,
+    /// Gaps found through the publisher's counters (a loss at the tail of a quiet stream) (added in 1.3).
+    pub tail_losses: u64,
+    /// Reconnects after which continuity could not be proven (cleared, resynced) (added in 1.3).
+    pub restarts_suspected: u64,
+    /// Resyncs whose catch-up ended at a batch the publisher's counters anchor (added in 1.3).
+    pub resyncs_anchored: u64,
+    /// Resyncs whose catch-up ended on the timer (no status endpoint) (added in 1.3).
+    pub resyncs_timed: u64,
+    /// Reads of the publisher's status endpoint that failed or found none (added in 1.3).
+    pub status_unavailable: u64,
+    /// Removals applied to one medium of their key (per-medium rule) (added in 1.3).
+    pub removals_per_medium: u64,
+    /// Removals applied to the whole key (object rule) (added in 1.3).
+    pub removals_whole_key: u64,
+    /// Gauge: publisher generation the stream has shown (0 unknown, 1, 2) (added in 1.3).
+    pub stream_generation: u64,
+    /// Events that contradict the residency option (added in 1.3).
+    pub residency_mismatches: u64,
+    /// Failures the subscriber's loop recovered from (each cleared the index) (added in 1.3).
+    pub subscriber_failures: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -275,6 +297,17 @@ impl From<&sys::sci_stats> for Stats {
             stray_keys: s.stray_keys,
             tenant_clears: s.tenant_clears,
             medium_removals_kept: s.medium_removals_kept,
+            block_size_mismatches: s.block_size_mismatches,
+            tail_losses: s.tail_losses,
+            restarts_suspected: s.restarts_suspected,
+            resyncs_anchored: s.resyncs_anchored,
+            resyncs_timed: s.resyncs_timed,
+            status_unavailable: s.status_unavailable,
+            removals_per_medium: s.removals_per_medium,
+            removals_whole_key: s.removals_whole_key,
+            stream_generation: s.stream_generation,
+            residency_mismatches: s.residency_mismatches,
+            subscriber_failures: s.subscriber_failures,
         }
     }
 }

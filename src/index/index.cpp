@@ -687,9 +687,9 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     strays_.ClearTag(tag);
   }
   EventHashDigests::Walk walk;
-  for (bool more = event_digests_.HasTag(tag); more;) {
+  for (bool more = true; more;) {
     WriterLock lock(tables_lock_);
-    more = event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
+    more = event_digests_.HasTag(tag) && event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
   }
 }
 

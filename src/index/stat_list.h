@@ -64,7 +64,18 @@
   X(tenant_clears, uint64_t, COUNTER, WRITER,                                                                    \
     "Tenants emptied by a cleared event (or an event of an unknown type naming no key).")                       \
   X(medium_removals_kept, uint64_t, COUNTER, WRITER,                                                             \
-    "Per-medium residency: removals that left their key present on another medium.")
+    "Per-medium residency: removals that left their key present on another medium.") \
+  X(block_size_mismatches, uint64_t, COUNTER, READERS, "Page queries whose block size is not the layout's (answered with 0 pages).") \
+  X(tail_losses, uint64_t, COUNTER, SUBSCRIBER, "Gaps found through the publisher's counters while the stream was quiet: each cleared and resynced.") \
+  X(restarts_suspected, uint64_t, COUNTER, SUBSCRIBER, "Reconnects after which the publisher's continuity could not be proven: each cleared and resynced.") \
+  X(resyncs_anchored, uint64_t, COUNTER, SUBSCRIBER, "Resyncs whose catch-up ended at a batch anchored by the publisher's counters.") \
+  X(resyncs_timed, uint64_t, COUNTER, SUBSCRIBER, "Resyncs whose catch-up ended on the timer (no status endpoint).") \
+  X(status_unavailable, uint64_t, COUNTER, SUBSCRIBER, "Reads of the publisher's status endpoint that failed or found none.") \
+  X(removals_per_medium, uint64_t, COUNTER, WRITER, "Removals applied to one medium of their key (per-medium residency).") \
+  X(removals_whole_key, uint64_t, COUNTER, WRITER, "Removals applied to their whole key (object residency, or a stream not shown second-generation).") \
+  X(stream_generation, uint64_t, GAUGE, WRITER, "Publisher generation the stream has shown: 0 unknown, 1 first, 2 second.") \
+  X(residency_mismatches, uint64_t, COUNTER, WRITER, "Events that contradict the residency option the index runs under.") \
+  X(subscriber_failures, uint64_t, COUNTER, SUBSCRIBER, "Failures the subscriber's loop recovered from (allocation, thread creation); each cleared the index.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

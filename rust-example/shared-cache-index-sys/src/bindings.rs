@@ -1399,12 +1399,23 @@ pub struct sci_stats {
     pub stray_keys: u64,
     pub tenant_clears: u64,
     pub medium_removals_kept: u64,
+    pub block_size_mismatches: u64,
+    pub tail_losses: u64,
+    pub restarts_suspected: u64,
+    pub resyncs_anchored: u64,
+    pub resyncs_timed: u64,
+    pub status_unavailable: u64,
+    pub removals_per_medium: u64,
+    pub removals_whole_key: u64,
+    pub stream_generation: u64,
+    pub residency_mismatches: u64,
+    pub subscriber_failures: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        264usize,
+        352usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -1990,6 +2001,193 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_medium_removals_kept();
+    fn test_field_block_size_mismatches() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_size_mismatches) as usize - ptr as usize
+            },
+            264usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(block_size_mismatches)
+            )
+        );
+    }
+    test_field_block_size_mismatches();
+    fn test_field_tail_losses() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tail_losses) as usize - ptr as usize
+            },
+            272usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(tail_losses)
+            )
+        );
+    }
+    test_field_tail_losses();
+    fn test_field_restarts_suspected() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).restarts_suspected) as usize - ptr as usize
+            },
+            280usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(restarts_suspected)
+            )
+        );
+    }
+    test_field_restarts_suspected();
+    fn test_field_resyncs_anchored() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncs_anchored) as usize - ptr as usize
+            },
+            288usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncs_anchored)
+            )
+        );
+    }
+    test_field_resyncs_anchored();
+    fn test_field_resyncs_timed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncs_timed) as usize - ptr as usize
+            },
+            296usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncs_timed)
+            )
+        );
+    }
+    test_field_resyncs_timed();
+    fn test_field_status_unavailable() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status_unavailable) as usize - ptr as usize
+            },
+            304usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(status_unavailable)
+            )
+        );
+    }
+    test_field_status_unavailable();
+    fn test_field_removals_per_medium() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).removals_per_medium) as usize - ptr as usize
+            },
+            312usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(removals_per_medium)
+            )
+        );
+    }
+    test_field_removals_per_medium();
+    fn test_field_removals_whole_key() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).removals_whole_key) as usize - ptr as usize
+            },
+            320usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(removals_whole_key)
+            )
+        );
+    }
+    test_field_removals_whole_key();
+    fn test_field_stream_generation() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream_generation) as usize - ptr as usize
+            },
+            328usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(stream_generation)
+            )
+        );
+    }
+    test_field_stream_generation();
+    fn test_field_residency_mismatches() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).residency_mismatches) as usize - ptr as usize
+            },
+            336usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(residency_mismatches)
+            )
+        );
+    }
+    test_field_residency_mismatches();
+    fn test_field_subscriber_failures() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).subscriber_failures) as usize - ptr as usize
+            },
+            344usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(subscriber_failures)
+            )
+        );
+    }
+    test_field_subscriber_failures();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;
