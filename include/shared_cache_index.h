@@ -254,7 +254,9 @@ typedef struct sci_page_result {
     uint32_t struct_size;
     size_t n_pages;     /* whole pages in the request */
     size_t total_hits;  /* pages fully present */
-    size_t prefix_hits; /* leading run of hit pages */
+    size_t prefix_hits; /* the usable prefix: the leading run of hit pages (SGLang); on a vLLM
+                           layout sci_index_check_prefix's answer (Dynamo's), which may differ
+                           from the leading run of hits[] (hybrid and window-only layouts) */
     size_t fast_path;   /* pages answered by an already-verified group */
 } sci_page_result;
 #define SCI_PAGE_RESULT_INIT SCI_STRUCT_INIT_(sci_page_result)
@@ -283,7 +285,7 @@ sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
  * Pages after it are neither hashed nor looked up, so a prompt whose first
  * page is absent costs one page hash and one lookup, however long it is
  * (SGLang loads only a contiguous prefix, so that is all the router credits).
- * The same answer as sci_index_check_pages' prefix_hits. A `block_size` other
+ * The same answer as sci_index_check_pages' prefix_hits (both families). A `block_size` other
  * than the layout's page size answers SCI_OK with 0. Counted as one query of
  * the pages it examined (the run, plus the miss that ended it).
  * SCI_ERR_INVALID_ARGUMENT when `index`, `layout` or `prefix_pages` is NULL,
@@ -506,8 +508,8 @@ typedef struct sci_subscriber_options {
  * SCI_ERR_INVALID_ARGUMENT, as is a redis_endpoint that is not
  * redis://[:password@]host[:port][/db] (rediss:// is not supported). A
  * Kubernetes Lease is not read: an application that finds the leader
- * itself calls sci_subscriber_retarget (README, "Following the Mooncake HA
- * leader").
+ * itself calls sci_subscriber_retarget (docs/operations.md, "HA (etcd;
+ * Redis)").
  *
  * One subscriber per index: the index has a single sequence cursor, so a
  * second subscriber to the same publisher would only add duplicates, and

@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything and runs every test, in this
-# order:
+# Installs what is missing, builds everything and runs every test.
+#
+# The quick run (the default: about 6 minutes on an idle 2-core machine):
 #   1. scripts/install-deps.sh (cheap when every package is there),
 #   2. the RelWithDebInfo build into [build-dir] (default build/),
-#   3. the lock discipline: the library's objects compiled by clang with
-#      -Wthread-safety as errors (compile only, build-thread-safety/): the
-#      abseil annotations of src/index/ are checked, not just written,
-#   4. the suite under AddressSanitizer + UBSan, and the concurrent suites
-#      under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
-#      build-tsan/),
-#   5. the libFuzzer harnesses, each for 8 s from its committed corpus
-#      (scripts/fuzz.sh ci: clang, ASan+UBSan, build-fuzz/; their corpora
-#      are also replayed by ctest in every build),
-#   6. the whole ctest suite of the build of stage 2,
-#   7. the Rust crates (rust-example/): bindings in sync with the header,
+#   3. the whole ctest suite of that build (the fuzz harnesses' corpora are
+#      replayed there too),
+#   4. the Rust crates (rust-example/): bindings in sync with the header,
 #      then their cargo test against that build.
+# The full run (--full, or SCI_FULL=1; what .ci/run runs: about 40 minutes)
+# adds, after the build:
+#   - the lock discipline: the library's objects compiled by clang with
+#     -Wthread-safety as errors (compile only, build-thread-safety/): the
+#     abseil annotations of src/index/ are checked, not just written,
+#   - the suite under AddressSanitizer + UBSan, and the concurrent suites
+#     under ThreadSanitizer (scripts/test-sanitizers.sh: build-asan/,
+#     build-tsan/),
+#   - the libFuzzer harnesses, each for 8 s from its committed corpus
+#     (scripts/fuzz.sh ci: clang, ASan+UBSan, build-fuzz/).
 # It ends with a summary: each stage, what passed (ctest's and the gtest
 # binaries' totals, cargo's test results) and its time; also when a stage
 # fails, which then ends the run.
-# Usage: scripts/test.sh [build-dir]. SCI_SKIP_SANITIZERS=1 skips stage 4 for
-# a quick local run; SCI_SKIP_FUZZ=1 skips stage 5.
+# Usage: scripts/test.sh [--full] [build-dir]. In a full run,
+# SCI_SKIP_SANITIZERS=1 skips the sanitizers and SCI_SKIP_FUZZ=1 the fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=${SCI_FULL:-0}
+if [[ ${1:-} == --full ]]; then
+  full=1
+  shift
+fi
 build=${1:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -93,13 +101,15 @@ thread_safety() {
     -DSCI_BUILD_TESTS=OFF -DSCI_BUILD_TOOLS=OFF -DSCI_BUILD_BENCHMARKS=OFF >/dev/null &&
     cmake --build build-thread-safety -j"$jobs" --target sci_objects
 }
-stage "lock discipline: clang -Wthread-safety (build-thread-safety)" thread_safety
+if [[ $full == 1 ]]; then
+  stage "lock discipline: clang -Wthread-safety (build-thread-safety)" thread_safety
+fi
 
-if [[ ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
+if [[ $full == 1 && ${SCI_SKIP_SANITIZERS:-0} != 1 ]]; then
   stage "sanitizers: ASan+UBSan (ctest), TSan (gtest binaries)" scripts/test-sanitizers.sh all
 fi
 
-if [[ ${SCI_SKIP_FUZZ:-0} != 1 ]]; then
+if [[ $full == 1 && ${SCI_SKIP_FUZZ:-0} != 1 ]]; then
   stage "fuzz: each harness 8 s from its corpus (build-fuzz)" scripts/fuzz.sh ci 8
 fi
 

@@ -415,6 +415,33 @@ TEST_F(CapiCheckPages, BlockSizeMismatchIsOkWithNoPageAndCountedAsAQuery) {
   const sci_stats s = Stats();
   EXPECT_EQ(s.queries, 2u);
   EXPECT_EQ(s.pages_checked, 0u);
+  EXPECT_EQ(s.block_size_mismatches, 2u);
+}
+
+// Warnings of a query, through the C log callback.
+struct WarnLines {
+  static void Record(void* user, int32_t level, const char* msg, size_t len) {
+    if (level == SCI_LOG_WARN) static_cast<WarnLines*>(user)->lines.emplace_back(msg, len);
+  }
+  std::vector<std::string> lines;
+};
+
+TEST_F(CapiCheckPages, TheFirstMismatchedQueryOfALayoutWarnsOnce) {
+  layout = NewLayout(Spec());
+  sci_layout* other = NewLayout(Spec());
+  WarnLines warnings;
+  sci_set_log_callback(&WarnLines::Record, &warnings);
+  sci_page_result r = Result();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Check(&r, nullptr, 0, /*block_size=*/16), SCI_OK);
+  uint8_t hits[2];
+  ASSERT_EQ(Check(&r, hits, 2, /*block_size=*/4), SCI_OK);  // the right size: no warning
+  ASSERT_EQ(sci_index_check_pages(index, other, kTokens.data(), kTokens.size(), 16, nullptr, 0, &r), SCI_OK);
+  sci_set_log_callback(nullptr, nullptr);
+  sci_layout_free(other);
+  ASSERT_EQ(warnings.lines.size(), 2u) << "one per layout";
+  EXPECT_NE(warnings.lines[0].find("block size 16 is not the layout's page size 4"), std::string::npos)
+      << warnings.lines[0];
+  EXPECT_EQ(Stats().block_size_mismatches, 4u);
 }
 
 TEST_F(CapiCheckPages, EagleThroughTheCSpec) {

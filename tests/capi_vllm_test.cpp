@@ -146,6 +146,9 @@ TEST_F(CapiVllm, PagesAndPrefixFollowDynamosRules) {
   size_t prefix = 99;
   ASSERT_EQ(sci_index_check_prefix(index_.index, layout_, tokens.data(), tokens.size(), 64, &prefix), SCI_OK);
   EXPECT_EQ(prefix, 0u);
+  sci_stats stats = SCI_STATS_INIT;
+  ASSERT_EQ(sci_index_stats(index_.index, &stats), SCI_OK);
+  EXPECT_EQ(stats.block_size_mismatches, 1u);
   // Page hashes are SGLang's entry point.
   sci_str page_hash = Str(kChain[0]);
   EXPECT_EQ(sci_index_check_page_hashes(index_.index, layout_, &page_hash, 1, hits.data(), hits.size(), &result),

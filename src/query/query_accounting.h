@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/log.h"
+#include "common/warn_once.h"
 #include "index/index.h"
 #include "query/query_result.h"
 
@@ -23,16 +24,20 @@ inline void CountQuery(Index& index, const PageQueryResult& result, size_t check
 }
 
 // Whether a query's block size is the one its layout answers for. If not,
-// nothing can be looked up: counted as a query that checked nothing, so a
-// router asking with the wrong block size shows as queries growing while
-// pages_checked does not. `query` and `field` name them in the debug log
+// nothing can be looked up: the query answers no page (the 1.x meaning, no
+// error), counted as a query that checked nothing and in
+// block_size_mismatches, and the layout's first such query warns through the
+// log callback, so a router asking with the wrong block size is seen rather
+// than read as a cold cache. `query` and `field` name them in the log
 // ("page query", "page size").
-inline bool BlockSizeMatches(Index& index, uint32_t block_size, uint32_t layout_block_size, const char* query,
-                             const char* field) {
+inline bool BlockSizeMatches(Index& index, uint32_t block_size, uint32_t layout_block_size, const WarnOnce& warning,
+                             const char* query, const char* field) {
   if (block_size == layout_block_size) return true;
   index.counters().queries.Add();
-  Logf(LogLevel::kDebug, "%s: block size %d is not the layout's %s %d; nothing checked", query, block_size, field,
-       layout_block_size);
+  index.counters().block_size_mismatches.Add();
+  const LogLevel level = warning.First() ? LogLevel::kWarn : LogLevel::kDebug;
+  Logf(level, "%s: block size %d is not the layout's %s %d; nothing checked (counted in block_size_mismatches)", query,
+       block_size, field, layout_block_size);
   return false;
 }
 

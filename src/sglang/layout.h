@@ -29,6 +29,7 @@
 // enter the id.
 #pragma once
 
+#include "common/warn_once.h"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -110,6 +111,8 @@ class Layout {
   static std::unique_ptr<const Layout> Create(const LayoutSpec& spec, std::string* error);
 
   uint32_t page_size() const { return page_size_; }
+  // Lets the first query with another block size warn (query_accounting.h).
+  const WarnOnce& block_size_warning() const { return block_size_warning_; }
   bool is_eagle() const { return is_eagle_; }
   uint64_t tenant_seed() const { return tenant_seed_; }
 
@@ -170,6 +173,7 @@ class Layout {
   std::vector<std::string> KeysFor(std::string_view page_hash_hex, size_t page, size_t n_pages) const;
 
  private:
+  WarnOnce block_size_warning_;
   Layout() = default;
 
   // The steps of Create, after the spec is validated, in order:

@@ -524,7 +524,8 @@ PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, 
 }
 
 bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
-  return sci::BlockSizeMatches(index, block_size, layout.page_size(), "page query", "page size");
+  return sci::BlockSizeMatches(index, block_size, layout.page_size(), layout.block_size_warning(), "page query",
+                              "page size");
 }
 
 // Page hashes of a request of tokens, from the thread's digest memo: a

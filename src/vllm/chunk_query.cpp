@@ -577,7 +577,8 @@ class Query {
 };
 
 bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
-  return sci::BlockSizeMatches(index, block_size, layout.router_block_size(), "vLLM query", "main_event_block_size");
+  return sci::BlockSizeMatches(index, block_size, layout.router_block_size(), layout.block_size_warning(), "vLLM query",
+                              "main_event_block_size");
 }
 
 }  // namespace
@@ -594,6 +595,12 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   }
   Query query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(hits);
+  // prefix_hits is the usable prefix, Dynamo's answer (CheckPrefix's), not
+  // the leading run of hits[]: on a hybrid layout a run of full-attention
+  // chunks can pass the last block whose Mamba or window state is stored,
+  // and a router reading prefix_hits would credit blocks it cannot load.
+  // The chunks Blocks looked up are not looked up again.
+  result.prefix_hits = query.Prefix().prefix_hits;
   result.pages_examined = result.n_pages;
   CountQuery(index, result, result.n_pages);
   return result;

@@ -12,6 +12,7 @@
 // the writer computes from the whole key.
 #pragma once
 
+#include "common/warn_once.h"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,8 @@ class Layout {
   const BlockDigest& none_hash() const { return none_hash_; }
   uint32_t hash_block_size() const { return hash_block_size_; }
   uint32_t router_block_size() const { return router_block_size_; }
+  // Lets the first query with another block size warn (query_accounting.h).
+  const WarnOnce& block_size_warning() const { return block_size_warning_; }
   // Candidate prefixes are multiples of this many tokens.
   uint32_t alignment() const { return alignment_; }
   uint64_t tenant_seed() const { return tenant_seed_; }
@@ -90,6 +93,7 @@ class Layout {
   std::vector<std::string> KeysFor(size_t group, std::string_view chunk_hash_hex) const;
 
  private:
+  WarnOnce block_size_warning_;
   Layout() = default;
   // KeyFingerprint of a prefix that holds a 64-digit run: the key hashed whole.
   Fingerprint WholeKeyFingerprint(size_t prefix, const BlockDigest& digest) const;
