@@ -88,10 +88,15 @@ void PackCleared(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& even
 
 void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event) {
   if (event.cleared) return PackCleared(packer, timestamp_ms, event);
+  const bool stored = event.stored && event.unknown_type.empty();  // an unknown type has a removal's shape
   // Stored events carry three trailing nil fields that removals omit.
-  packer.pack_map(event.stored ? 20 : 17);
-  PackHead(packer, timestamp_ms, event, event.stored ? "stored" : "removed",
-           event.stored ? "BlockStored" : "BlockRemoved");
+  packer.pack_map(stored ? 20 : 17);
+  if (!event.unknown_type.empty()) {
+    PackHead(packer, timestamp_ms, event, event.unknown_type, event.unknown_type);
+  } else {
+    PackHead(packer, timestamp_ms, event, stored ? "stored" : "removed",
+             stored ? "BlockStored" : "BlockRemoved");
+  }
   if (event.second_generation) {
     // testdata/mooncake-publisher/media-and-cleared: the medium first, a
     // dp_rank of 0, then the group.
@@ -122,12 +127,12 @@ void PackEvent(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event)
   if (number) packer.pack_int64(static_cast<int64_t>(*number));
 
   PackStr(packer, "base_block_idx");
-  if (event.stored && !event.second_generation) {
+  if (stored && !event.second_generation) {
     packer.pack_uint64(event.base_block_idx);
   } else {
     packer.pack_nil();  // the second generation sends none, even when storing
   }
-  if (event.stored) {
+  if (stored) {
     for (std::string_view stored_only : {"parent_hash", "token_ids", "parent_block_hash"}) {
       PackStr(packer, stored_only);
       packer.pack_nil();

@@ -18,6 +18,10 @@ struct MooncakeEvent {
   // group_id, medium and base_block_idx are not written (wire-formats.md,
   // section 5).
   bool cleared = false;
+  // Non-empty: a type the known publishers never send (a newer master's
+  // "deleted", say), written as event_type, and as the legacy type, of an
+  // event shaped as a removal. For tests of how unknown types are read.
+  std::string_view unknown_type;
   std::string_view object_key;
   std::string_view group_id;          // empty => nil
   std::string_view tenant_id = "default";

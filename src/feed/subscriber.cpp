@@ -492,18 +492,23 @@ class Subscriber::Loop {
       resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
       return;
     }
-    spans_.clear();
-    for (size_t i = 0; i < n_frames; ++i) {
-      spans_.emplace_back(static_cast<const uint8_t*>(frames_[i].data()), frames_[i].size());
-    }
     bool applied = false;
+    bool spans_made = false;
     try {
+      spans_.clear();
+      for (size_t i = 0; i < n_frames; ++i) {
+        spans_.emplace_back(static_cast<const uint8_t*>(frames_[i].data()), frames_[i].size());
+      }
+      spans_made = true;
       // Malformed messages are counted and logged by ApplyMessage and
       // change nothing; they prove nothing about the stream either.
       applied = ApplyMessage(index_, spans_, scratch_, &error_);
     } catch (const std::bad_alloc&) {
-      // The index has already cleared itself (it cannot vouch for a half
-      // applied batch); keep listening, the next batch starts afresh.
+      // The message is lost, and with it whatever it removed. ApplyMessage
+      // has cleared the index (whether decoding, logging or applying
+      // failed); if the frames' spans could not even be made, it is done
+      // here. Keep listening: the next batch starts afresh.
+      if (!spans_made) index_.Clear();
       Logf(LogLevel::kError, "subscriber %s: out of memory applying a message; index cleared", endpoint_for_logs_);
     }
     if (applied) OnMessageApplied(Clock::now());

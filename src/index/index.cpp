@@ -18,26 +18,30 @@ Index::Index(IndexOptions options)
 
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules) {
   WriterLock apply(apply_mu_);
-  // What queries asked for since the last batch, in stream order: before
-  // this batch, whatever it brings (a duplicate or a gap included).
-  AdoptRequestedGroupsLocked();
-  if (has_sequence_ && sequence == last_sequence_) {
-    counters_.duplicate_batches.Add();
-    Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
-    return;
-  }
-  const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
-  // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
-  const bool withhold_stores = rules == SequenceRules::kMooncakeProduction && (gap || !has_sequence_) && sequence != 1;
-  if (gap) {
-    // Lost batches (or a restarted publisher): what we hold may be stale, and
-    // stale means false hits. Start over from this batch.
-    counters_.sequence_gaps.Add();
-    Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", last_sequence_ + 1, sequence);
-    ClearTables();
-    counters_.clears.Add();
-  }
+  // Everything in the try, logging included: a batch that fails anywhere,
+  // even before its first event, is lost with its removals, and the cursor
+  // would not show it.
   try {
+    // What queries asked for since the last batch, in stream order: before
+    // this batch, whatever it brings (a duplicate or a gap included).
+    AdoptRequestedGroupsLocked();
+    if (has_sequence_ && sequence == last_sequence_) {
+      counters_.duplicate_batches.Add();
+      Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
+      return;
+    }
+    const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
+    // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
+    const bool withhold_stores =
+        rules == SequenceRules::kMooncakeProduction && (gap || !has_sequence_) && sequence != 1;
+    if (gap) {
+      // Lost batches (or a restarted publisher): what we hold may be stale, and
+      // stale means false hits. Start over from this batch.
+      counters_.sequence_gaps.Add();
+      Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", last_sequence_ + 1, sequence);
+      ClearTables();
+      counters_.clears.Add();
+    }
     uint64_t withheld = 0;
     for (const Event& event : events) {
       if (withhold_stores && event.kind == EventKind::kStored && !event.object_key.empty()) {

@@ -1,5 +1,6 @@
 #include "wire/message_apply.h"
 
+#include <new>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -15,10 +16,11 @@ namespace {
 bool FirstSightOfKeylessType(std::string_view type) {
   static absl::Mutex mu;
   static auto* seen = new absl::flat_hash_set<std::string>();
-  std::string name(type);
   absl::MutexLock lock(&mu);
-  if (seen->contains(name) || seen->size() >= 64) return false;
-  seen->insert(std::move(name));
+  // Looked up as a view: a type seen before costs no copy (it comes with
+  // every message of such a publisher).
+  if (seen->contains(type) || seen->size() >= 64) return false;
+  seen->insert(std::string(type));
   return true;
 }
 
@@ -26,29 +28,39 @@ bool FirstSightOfKeylessType(std::string_view type) {
 
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames, DecodedMessage& scratch,
                   std::string* error) {
-  std::string reason;
-  if (!DecodeMessage(frames, &scratch, &reason)) {
-    // Decoding finishes before anything is applied, so a bad message
-    // touches neither the tables nor the cursor: the next good batch is
-    // judged against the last good one.
-    index.counters().malformed_messages.Add();
-    Logf(LogLevel::kWarn, "malformed message dropped: %s", reason);
-    if (error != nullptr) *error = std::move(reason);
-    return false;
-  }
-  if (scratch.unknown_event_types > 0) {
-    index.counters().ignored_events.Add(scratch.unknown_event_types);
-    Logf(LogLevel::kDebug, "batch %d: %d events of an unknown type (their keys are dropped)", scratch.sequence,
-         scratch.unknown_event_types);
-    if (!scratch.unknown_keyless_type.empty() && FirstSightOfKeylessType(scratch.unknown_keyless_type)) {
-      Logf(LogLevel::kWarn, "events of unknown type '%s' name no object key: each clears its tenant (batch %d)",
-           scratch.unknown_keyless_type, scratch.sequence);
+  try {
+    std::string reason;
+    if (!DecodeMessage(frames, &scratch, &reason)) {
+      // Decoding finishes before anything is applied, so a bad message
+      // touches neither the tables nor the cursor: the next good batch is
+      // judged against the last good one.
+      index.counters().malformed_messages.Add();
+      Logf(LogLevel::kWarn, "malformed message dropped: %s", reason);
+      if (error != nullptr) *error = std::move(reason);
+      return false;
     }
+    if (scratch.unknown_event_types > 0) {
+      index.counters().ignored_events.Add(scratch.unknown_event_types);
+      Logf(LogLevel::kDebug, "batch %d: %d events of an unknown type (their keys are dropped)", scratch.sequence,
+           scratch.unknown_event_types);
+      if (!scratch.unknown_keyless_type.empty() && FirstSightOfKeylessType(scratch.unknown_keyless_type)) {
+        Logf(LogLevel::kWarn, "events of unknown type '%s' name no object key: each clears its tenant (batch %d)",
+             scratch.unknown_keyless_type, scratch.sequence);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    // The message is lost before it was applied, and with it whatever it
+    // removed; the cursor has not moved, so the next message would not
+    // show the loss (and on a quiet master there may be none). What the
+    // index holds can no longer be vouched for: empty is the only state that
+    // can, as when a batch fails half-applied (Index::ApplyBatch).
+    index.Clear();
+    throw;
   }
   // Only the production publisher numbers a batch after encoding it (see SequenceRules).
   const SequenceRules rules =
       scratch.format == WireFormat::kMooncake ? SequenceRules::kMooncakeProduction : SequenceRules::kPlain;
-  index.ApplyBatch(scratch.sequence, scratch.events, rules);
+  index.ApplyBatch(scratch.sequence, scratch.events, rules);  // clears the index itself if it throws
   return true;
 }
 

@@ -17,7 +17,9 @@ namespace sci {
 // `error` may be null. Production events of an unknown type are added to ignored_events (see
 // wire_decoder.h for how they are applied). Production-format messages are applied under
 // SequenceRules::kMooncakeProduction (a run's first batch has its stores withheld), every other
-// format under the plain rules.
+// format under the plain rules. std::bad_alloc anywhere in here (decoding, logging, applying)
+// clears the index before it propagates: a message that could not be applied may have removed
+// keys, and its loss would not show in the cursor.
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames,
                   DecodedMessage& scratch, std::string* error);
 

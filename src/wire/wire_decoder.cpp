@@ -227,7 +227,12 @@ class PayloadDecoder {
         kind = EventKind::kTenantCleared;
         if (out_->unknown_keyless_type.empty()) out_->unknown_keyless_type = type.empty() ? f.type : type;
       } else {
-        kind = EventKind::kRemoved;
+        // Dropped on every medium: an event we cannot read says nothing
+        // about the media it left the key on. Its medium is not passed on,
+        // so that the per-medium rule does not keep the key because another
+        // medium holds it (a removal without a medium drops the key).
+        out_->events.push_back(Event{EventKind::kRemoved, f.object_key, f.group_id, f.tenant_id, {}});
+        return true;
       }
     }
     out_->events.push_back(Event{kind, f.object_key, f.group_id, f.tenant_id, f.medium});

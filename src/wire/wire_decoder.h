@@ -19,9 +19,10 @@
 //     "BlockStored"/"BlockRemoved") is not malformed: it is counted in
 //     unknown_event_types (ApplyMessage adds it to ignored_events). If it
 //     names an object key, that key's state is no longer known, so it is
-//     decoded as a removal of the key (with its group id, if any): the
-//     worst it can cost is a miss, where ignoring it could leave a false hit
-//     (an unknown "evicted", say). Without an object key it is decoded as
+//     decoded as a removal of the key (with its group id, if any) on no
+//     medium, so that it drops the key under both residency rules: the
+//     worst it can cost is a miss, where ignoring it, or taking away its
+//     medium alone, could leave a false hit (an unknown "evicted", say). Without an object key it is decoded as
 //     kTenantCleared of its tenant: it may have emptied anything there.
 //   - `event_type` "cleared" (or, without `event_type`, legacy `type`
 //     "AllBlocksCleared") is kTenantCleared: the second generation's
