@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 
@@ -19,7 +20,8 @@ bool FirstSightOfKeylessType(std::string_view type) {
   absl::MutexLock lock(&mu);
   // Looked up as a view: a type seen before costs no copy (it comes with
   // every message of such a publisher).
-  if (seen->contains(type) || seen->size() >= 64) return false;
+  const absl::string_view view(type.data(), type.size());  // Debian's absl has its own string_view
+  if (seen->contains(view) || seen->size() >= 64) return false;
   seen->insert(std::string(type));
   return true;
 }
