@@ -9,7 +9,7 @@
 #include <new>
 #include <string_view>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "shared_cache_index.h"
 
 namespace sci::capi {
@@ -19,7 +19,7 @@ sci_status Fail(sci_status status, std::string_view message);
 
 template <typename... Args>
 sci_status Failf(sci_status status, const absl::FormatSpec<Args...>& format, const Args&... args) {
-  return Fail(status, absl::StrFormat(format, args...));
+  return Fail(status, sci::StrFormat(format, args...));
 }
 
 // Runs `body` (which returns a sci_status) and turns any exception into a

@@ -613,7 +613,9 @@ typedef struct sci_stats {
     uint64_t removals_whole_key; /* removals applied to the whole key (object rule) */
     uint64_t stream_generation; /* gauge: publisher generation the stream has shown (0 unknown, 1, 2) */
     uint64_t residency_mismatches; /* events that contradict the residency option */
-    uint64_t subscriber_failures; /* failures the subscriber's loop recovered from (each cleared the index) */
+    uint64_t subscriber_failures; /* failures of the subscriber's loop, each clearing the index: out of memory
+                                     or no thread (it resumes, resyncing if configured), or a socket error (it
+                                     stops, logged at error level) */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 
@@ -26,7 +26,7 @@ void LogLine(LogLevel level, std::string_view msg);
 template <typename... Args>
 void Logf(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&... args) {
   if (!LogEnabled()) return;
-  LogLine(level, absl::StrFormat(format, args...));
+  LogLine(level, sci::StrFormat(format, args...));
 }
 
 }  // namespace sci

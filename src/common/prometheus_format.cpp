@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "index/stat_list.h"
 
 namespace sci {
@@ -32,7 +32,7 @@ bool IsValidPrometheusLabels(std::string_view labels, std::string* error) {
   while (i < n) {
     const size_t name_start = i;
     if (!IsNameStart(labels[i])) {
-      *error = absl::StrFormat("label name expected at offset %d", i);
+      *error = sci::StrFormat("label name expected at offset %d", i);
       return false;
     }
     while (i < n && IsNameChar(labels[i])) ++i;
@@ -41,7 +41,7 @@ bool IsValidPrometheusLabels(std::string_view labels, std::string* error) {
       return false;
     }
     if (i + 1 >= n || labels[i] != '=' || labels[i + 1] != '"') {
-      *error = absl::StrFormat("expected =\" after label name at offset %d", i);
+      *error = sci::StrFormat("expected =\" after label name at offset %d", i);
       return false;
     }
     i += 2;
@@ -58,7 +58,7 @@ bool IsValidPrometheusLabels(std::string_view labels, std::string* error) {
       }
       if (c == '\\') {
         if (i + 1 >= n || (labels[i + 1] != '\\' && labels[i + 1] != '"' && labels[i + 1] != 'n')) {
-          *error = absl::StrFormat("bad escape in label value at offset %d", i);
+          *error = sci::StrFormat("bad escape in label value at offset %d", i);
           return false;
         }
         ++i;
@@ -67,7 +67,7 @@ bool IsValidPrometheusLabels(std::string_view labels, std::string* error) {
     ++i;  // closing quote
     if (i < n) {
       if (labels[i] != ',' || i + 1 == n) {
-        *error = absl::StrFormat("expected , between labels at offset %d", i);
+        *error = sci::StrFormat("expected , between labels at offset %d", i);
         return false;
       }
       ++i;
@@ -95,7 +95,7 @@ std::string FormatPrometheus(const Stats& s, std::string_view labels) {
     label_block.push_back('}');
   }
   for (const Metric& m : metrics) {
-    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s%s %d\n", m.name, m.help, m.name,
+    sci::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s %s\n%s%s %d\n", m.name, m.help, m.name,
                           m.type, m.name, label_block, m.value);
   }
   return out;

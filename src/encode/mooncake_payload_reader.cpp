@@ -3,7 +3,7 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "wire/msgpack_view.h"
 
 namespace sci {
@@ -94,14 +94,14 @@ bool ReadMooncakePayload(std::span<const uint8_t> payload, MooncakePayload* out,
   out->events.resize(count);  // the reader checked the count against the bytes left
   for (uint32_t i = 0; i < count; ++i) {
     if (!ReadEvent(reader, &out->events[i])) {
-      return Fail(error, absl::StrFormat("event %d is not a production event map (byte %d: %s)", i, reader.offset(),
+      return Fail(error, sci::StrFormat("event %d is not a production event map (byte %d: %s)", i, reader.offset(),
                                          MsgpackErrorName(reader.error())));
     }
   }
   for (uint32_t extra = 2; extra < elements; ++extra) {
-    if (!reader.Skip()) return Fail(error, absl::StrFormat("payload element %d is truncated", extra));
+    if (!reader.Skip()) return Fail(error, sci::StrFormat("payload element %d is truncated", extra));
   }
-  if (!reader.AtEnd()) return Fail(error, absl::StrFormat("%d trailing bytes after the payload", reader.remaining()));
+  if (!reader.AtEnd()) return Fail(error, sci::StrFormat("%d trailing bytes after the payload", reader.remaining()));
   return true;
 }
 

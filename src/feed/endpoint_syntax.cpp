@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 namespace {
@@ -38,26 +38,26 @@ std::string Quote(std::string_view text) { return absl::CHexEscape(absl::string_
 std::string CheckEndpointSyntax(std::string_view name, std::string_view endpoint, EndpointUse use) {
   const char* expected = use == EndpointUse::kBind ? "tcp://host:port (host may be *, port may be *) or ipc://path"
                                                    : "tcp://host:port or ipc://path";
-  if (endpoint.empty()) return absl::StrFormat("%s is empty; it must look like %s", name, expected);
+  if (endpoint.empty()) return sci::StrFormat("%s is empty; it must look like %s", name, expected);
   const std::string quoted = Quote(endpoint);
   if (endpoint.find('\0') != std::string_view::npos) {
-    return absl::StrFormat("%s \"%s\" contains a NUL byte", name, quoted);
+    return sci::StrFormat("%s \"%s\" contains a NUL byte", name, quoted);
   }
   if (endpoint.starts_with(kTcp)) {
     if (IsTcpAddress(endpoint.substr(kTcp.size()), use)) return {};
-    return absl::StrFormat("%s \"%s\" is not tcp://host:port (a port of 1..65535)%s", name, quoted,
+    return sci::StrFormat("%s \"%s\" is not tcp://host:port (a port of 1..65535)%s", name, quoted,
                            use == EndpointUse::kBind ? " or tcp://host:*" : "");
   }
   if (endpoint.starts_with(kIpc)) {
     if (endpoint.size() > kIpc.size()) return {};
-    return absl::StrFormat("%s \"%s\" has no path: it must look like ipc:///tmp/kv.ipc", name, quoted);
+    return sci::StrFormat("%s \"%s\" has no path: it must look like ipc:///tmp/kv.ipc", name, quoted);
   }
   const size_t scheme_end = endpoint.find("://");
   if (scheme_end == std::string_view::npos) {
-    return absl::StrFormat("%s \"%s\" has no transport: it must look like %s (e.g. tcp://%s)", name, quoted,
+    return sci::StrFormat("%s \"%s\" has no transport: it must look like %s (e.g. tcp://%s)", name, quoted,
                            expected, quoted);
   }
-  return absl::StrFormat("%s \"%s\": transport \"%s\" is not supported; it must look like %s", name, quoted,
+  return sci::StrFormat("%s \"%s\": transport \"%s\" is not supported; it must look like %s", name, quoted,
                          Quote(endpoint.substr(0, scheme_end)), expected);
 }
 

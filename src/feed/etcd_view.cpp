@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "absl/strings/str_join.h"
 
 namespace sci {
@@ -28,7 +28,7 @@ bool ReadInt64(const nlohmann::json& value, int64_t* out) {
 }  // namespace
 
 std::string MasterViewKey(std::string_view cluster_id) {
-  return absl::StrFormat("mooncake-store/%s/master_view", cluster_id);
+  return sci::StrFormat("mooncake-store/%s/master_view", cluster_id);
 }
 
 std::string RangeRequestBody(std::string_view key) {
@@ -65,7 +65,7 @@ LeaderViewStatus ParseRangeResponse(std::string_view body, LeaderView* view, std
   }
   std::string host;
   if (!ParseLeaderAddress(decoded, &host)) {
-    *error = absl::StrFormat("the view's value \"%s\" is not host:port", absl::CHexEscape(decoded));
+    *error = sci::StrFormat("the view's value \"%s\" is not host:port", absl::CHexEscape(decoded));
     return LeaderViewStatus::kMalformed;
   }
   view->host = std::move(host);
@@ -78,7 +78,7 @@ LeaderViewStatus ReadLeaderView(HttpDownload& download, std::string_view endpoin
                               uint32_t timeout_ms, bool proxy_from_env, LeaderView* view, std::string* error) {
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.remove_suffix(1);
   HttpRequest request;
-  request.url = absl::StrFormat("%s/v3/kv/range", endpoint);
+  request.url = sci::StrFormat("%s/v3/kv/range", endpoint);
   request.timeout_ms = timeout_ms;
   request.proxy_from_env = proxy_from_env;
   request.json_body = RangeRequestBody(MasterViewKey(cluster_id));
@@ -130,7 +130,7 @@ LeaderViewStatus EtcdViewSource::Read(LeaderView* view, std::string* error) {
       in_flight_ = nullptr;
     }
     if (status != LeaderViewStatus::kUnreachable) return status;
-    failures.push_back(absl::StrFormat("%s: %s", absl::CHexEscape(endpoint), *error));
+    failures.push_back(sci::StrFormat("%s: %s", absl::CHexEscape(endpoint), *error));
   }
   *error = absl::StrJoin(failures, "; ");
   return LeaderViewStatus::kUnreachable;

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <new>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 namespace {
@@ -49,7 +49,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   }
   // Anything but 200 (an error page, a redirect's body) is not data.
   if (t->status != 200) {
-    t->sink_error = absl::StrFormat("HTTP status %d (expected 200)", t->status);
+    t->sink_error = sci::StrFormat("HTTP status %d (expected 200)", t->status);
     return CURL_WRITEFUNC_ERROR;
   }
   t->received += static_cast<curl_off_t>(bytes);
@@ -157,13 +157,13 @@ bool HttpDownload::Run(const HttpRequest& request, const BodySink& sink, std::st
   long status = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
   if (status != 200) {  // a response without a body never reached OnBody
-    *error = absl::StrFormat("HTTP status %d (expected 200)", status);
+    *error = sci::StrFormat("HTTP status %d (expected 200)", status);
     return false;
   }
   curl_off_t expected = -1;
   curl_easy_getinfo(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expected);
   if (expected >= 0 && transfer.received != expected) {
-    *error = absl::StrFormat("body has %d bytes, Content-Length says %d", transfer.received, expected);
+    *error = sci::StrFormat("body has %d bytes, Content-Length says %d", transfer.received, expected);
     return false;
   }
   return true;

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 namespace {
@@ -133,26 +133,26 @@ bool ParseRedisUrl(std::string_view url, RedisAddress* address, std::string* err
   }
   for (char c : out.host) {
     if (!IsHostChar(c)) {
-      *error = absl::StrFormat("the host \"%s\" is not a host name or an IP address", absl::CHexEscape(out.host));
+      *error = sci::StrFormat("the host \"%s\" is not a host name or an IP address", absl::CHexEscape(out.host));
       return false;
     }
   }
   uint32_t value = 0;
   if (!port.empty()) {
     if (!ParseUint(port, 65535, &value) || value == 0) {
-      *error = absl::StrFormat("the port \"%s\" is not 1..65535", absl::CHexEscape(std::string(port)));
+      *error = sci::StrFormat("the port \"%s\" is not 1..65535", absl::CHexEscape(std::string(port)));
       return false;
     }
     out.port = static_cast<uint16_t>(value);
   }
   if (path.size() > 1) {
     if (!ParseUint(path.substr(1), 1u << 30, &value)) {
-      *error = absl::StrFormat("the database \"%s\" is not a number", absl::CHexEscape(std::string(path.substr(1))));
+      *error = sci::StrFormat("the database \"%s\" is not a number", absl::CHexEscape(std::string(path.substr(1))));
       return false;
     }
     out.db = value;
   }
-  out.display = absl::StrFormat("redis://%s:%d/%d", hostport.front() == '[' ? "[" + out.host + "]" : out.host,
+  out.display = sci::StrFormat("redis://%s:%d/%d", hostport.front() == '[' ? "[" + out.host + "]" : out.host,
                                 out.port, out.db);
   *address = std::move(out);
   return true;
@@ -194,7 +194,7 @@ bool RedisConnection::Connect(std::string* error) {
   // Blocking for a name (a numeric host resolves at once).
   const int rc = ::getaddrinfo(address_.host.c_str(), std::to_string(address_.port).c_str(), &hints, &found);
   if (rc != 0) {
-    *error = absl::StrFormat("%s: cannot resolve the host: %s", address_.display, gai_strerror(rc));
+    *error = sci::StrFormat("%s: cannot resolve the host: %s", address_.display, gai_strerror(rc));
     return false;
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
@@ -247,7 +247,7 @@ bool RedisConnection::Connect(std::string* error) {
     }
     return true;
   }
-  *error = absl::StrFormat("%s: cannot connect: %s", address_.display, last);
+  *error = sci::StrFormat("%s: cannot connect: %s", address_.display, last);
   return false;
 }
 
@@ -260,7 +260,7 @@ bool RedisConnection::RunOnce(const std::vector<std::string>& argv, RedisReply* 
   }
   void* raw = redisCommandArgv(context_, static_cast<int>(args.size()), args.data(), lengths.data());
   if (raw == nullptr) {
-    *error = absl::StrFormat("%s: %s", address_.display,
+    *error = sci::StrFormat("%s: %s", address_.display,
                              context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
                                  ? std::string("timed out")
                                  : std::string(context_->errstr));
@@ -293,7 +293,7 @@ bool RedisConnection::Command(const std::vector<std::string>& argv, RedisReply* 
       RedisReply answer;
       if (!RunOnce(command, &answer, error)) return false;
       if (answer.type == RedisReply::Type::kError) {
-        *error = absl::StrFormat("%s: %s refused: %s", address_.display, command[0], answer.text);
+        *error = sci::StrFormat("%s: %s refused: %s", address_.display, command[0], answer.text);
         Drop();
         return false;
       }

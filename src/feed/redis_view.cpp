@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 
@@ -17,16 +17,16 @@ std::string RedisNamespace(std::string_view cluster_id) {
 }
 
 std::string RedisMasterViewKey(std::string_view cluster_id) {
-  return absl::StrFormat("mooncake-store/{%s}/master_view", RedisNamespace(cluster_id));
+  return sci::StrFormat("mooncake-store/{%s}/master_view", RedisNamespace(cluster_id));
 }
 
 std::string RedisViewVersionKey(std::string_view cluster_id) {
-  return absl::StrFormat("mooncake-store/{%s}/master_view_version", RedisNamespace(cluster_id));
+  return sci::StrFormat("mooncake-store/{%s}/master_view_version", RedisNamespace(cluster_id));
 }
 
 LeaderViewStatus ParseMasterViewReply(const RedisReply& reply, LeaderView* view, std::string* error) {
   if (reply.type == RedisReply::Type::kError) {
-    *error = absl::StrFormat("Redis refused HMGET on the view: %s", reply.text);
+    *error = sci::StrFormat("Redis refused HMGET on the view: %s", reply.text);
     return LeaderViewStatus::kMalformed;
   }
   if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2) {
@@ -43,12 +43,12 @@ LeaderViewStatus ParseMasterViewReply(const RedisReply& reply, LeaderView* view,
   const std::string& text = version.text;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    *error = absl::StrFormat("the view's view_version \"%s\" is not an integer", absl::CHexEscape(text));
+    *error = sci::StrFormat("the view's view_version \"%s\" is not an integer", absl::CHexEscape(text));
     return LeaderViewStatus::kMalformed;
   }
   std::string host;
   if (!ParseLeaderAddress(address.text, &host)) {
-    *error = absl::StrFormat("the view's leader_address \"%s\" is not host:port", absl::CHexEscape(address.text));
+    *error = sci::StrFormat("the view's leader_address \"%s\" is not host:port", absl::CHexEscape(address.text));
     return LeaderViewStatus::kMalformed;
   }
   view->host = std::move(host);

@@ -1,4 +1,5 @@
 #include "feed/resync.h"
+#include "common/format.h"
 
 #include <algorithm>
 #include <climits>
@@ -146,7 +147,7 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
       sequence != last_stream_sequence_ + 1) {
     index_.counters().sequence_gaps.Add();
     const std::string why =
-        absl::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1, sequence);
+        sci::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1, sequence);
     if (SnapshotUnderWay()) {
       Fail(why, now);  // and this message begins the next buffer, below
     } else if (!buffer_.empty()) {
@@ -207,7 +208,7 @@ bool Resync::Poll(Clock::time_point now) {
     if (fetch_ == nullptr || !fetch_->finished()) return false;
     if (!fetch_->ok()) {
       // What is buffered is still exact for the next download, taken after it.
-      Fail(absl::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now,
+      Fail(sci::StrFormat("snapshot %s: %s", absl::CHexEscape(options_.snapshot_url), fetch_->error()), now,
            /*keep_buffer=*/true);
       return false;
     }
@@ -264,6 +265,15 @@ std::string Resync::Replay() {
   // lost before it (a buffer of malformed messages only).
   if (!index_.GetStats().has_sequence) return "no buffered message could be applied";
   return {};
+}
+
+void Resync::RestartAfterFailure(Clock::time_point now) {
+  if (!enabled()) return;
+  if (active()) {
+    Fail("the subscriber's loop failed", now);
+  } else {
+    Begin(now);
+  }
 }
 
 void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_buffer) {

@@ -125,6 +125,12 @@ class Resync {
   // subscription live: the download needs no further message.
   void BeginAfterClear(Clock::time_point now, bool connection_live);
 
+  // The subscriber's loop failed (out of memory, no thread for a download)
+  // and has emptied the index: a resync under way fails (counted, back-off),
+  // otherwise one begins (the next message proves the subscription live:
+  // the cursor went with the index, so nothing links it to the last one).
+  void RestartAfterFailure(Clock::time_point now);
+
   // The connection the stream came on is gone: a message on the next one
   // must prove the subscription live again before a download starts (what
   // is buffered stays; the sequence check judges the next message).

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unistd.h>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 namespace {
@@ -43,8 +43,8 @@ bool ResyncBuffer::Add(std::span<zmq::message_t> frames, std::string* error) {
   }
   if (spilled_bytes_ + cost > limits_.spill_bytes) {
     *error = limits_.spill_bytes == 0
-                 ? absl::StrFormat("buffer of %d bytes full", limits_.memory_bytes)
-                 : absl::StrFormat("buffer of %d bytes and spill file of %d bytes full", limits_.memory_bytes,
+                 ? sci::StrFormat("buffer of %d bytes full", limits_.memory_bytes)
+                 : sci::StrFormat("buffer of %d bytes and spill file of %d bytes full", limits_.memory_bytes,
                                    limits_.spill_bytes);
     return false;
   }
@@ -65,13 +65,13 @@ bool ResyncBuffer::Spill(std::span<const zmq::message_t> frames, std::string* er
     std::string path = dir + "/sci-resync-XXXXXX";
     const int fd = ::mkstemp(path.data());
     if (fd < 0) {
-      *error = absl::StrFormat("cannot create a spill file in %s: %s", dir, std::strerror(errno));
+      *error = sci::StrFormat("cannot create a spill file in %s: %s", dir, std::strerror(errno));
       return false;
     }
     ::unlink(path.c_str());  // gone with its last descriptor, whatever happens
     file_ = ::fdopen(fd, "w+b");
     if (file_ == nullptr) {
-      *error = absl::StrFormat("cannot open the spill file: %s", std::strerror(errno));
+      *error = sci::StrFormat("cannot open the spill file: %s", std::strerror(errno));
       ::close(fd);
       return false;
     }
@@ -80,7 +80,7 @@ bool ResyncBuffer::Spill(std::span<const zmq::message_t> frames, std::string* er
     // Appending after a replay read the file (a buffer kept for the next
     // download): back to its end first.
     if (std::fseek(file_, 0, SEEK_END) != 0) {
-      *error = absl::StrFormat("cannot append to the spill file: %s", std::strerror(errno));
+      *error = sci::StrFormat("cannot append to the spill file: %s", std::strerror(errno));
       return false;
     }
     read_back_ = false;
@@ -93,7 +93,7 @@ bool ResyncBuffer::Spill(std::span<const zmq::message_t> frames, std::string* er
     ok = ok && WriteAll(file_, &size, sizeof size) && WriteAll(file_, f.data(), f.size());
   }
   if (!ok) {
-    *error = absl::StrFormat("cannot write the spill file: %s", std::strerror(errno));
+    *error = sci::StrFormat("cannot write the spill file: %s", std::strerror(errno));
     // Back to the end of the last whole message: the file stays readable.
     std::clearerr(file_);
     if (start >= 0) (void)std::fseek(file_, start, SEEK_SET);

@@ -1,6 +1,6 @@
 #include "feed/snapshot_parser.h"
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "index/event.h"
 
 namespace sci {
@@ -18,7 +18,7 @@ bool SnapshotParser::Emit(std::string_view line, std::string* error) {
     return true;
   }
   if (line.size() > kMaxObjectKeyBytes) {
-    *error = absl::StrFormat("line %d is %d bytes, longer than the longest key the index accepts (%d)", lines_,
+    *error = sci::StrFormat("line %d is %d bytes, longer than the longest key the index accepts (%d)", lines_,
                              line.size(), kMaxObjectKeyBytes);
     return false;
   }
@@ -40,7 +40,7 @@ bool SnapshotParser::Feed(std::string_view chunk, std::string* error) {
     const size_t end = chunk.find('\n');
     const size_t take = end == std::string_view::npos ? chunk.size() : end;
     if (partial_.size() + take > kMaxObjectKeyBytes) {
-      *error = absl::StrFormat("line %d is longer than the longest key the index accepts (%d bytes)", lines_ + 1,
+      *error = sci::StrFormat("line %d is longer than the longest key the index accepts (%d bytes)", lines_ + 1,
                                kMaxObjectKeyBytes);
       return false;
     }
@@ -56,7 +56,7 @@ bool SnapshotParser::Feed(std::string_view chunk, std::string* error) {
     if (end == std::string_view::npos) {
       const std::string_view rest = chunk.substr(start);
       if (rest.size() > kMaxObjectKeyBytes) {
-        *error = absl::StrFormat("line %d is longer than the longest key the index accepts (%d bytes)", lines_ + 1,
+        *error = sci::StrFormat("line %d is longer than the longest key the index accepts (%d bytes)", lines_ + 1,
                                  kMaxObjectKeyBytes);
         return false;
       }
@@ -73,7 +73,7 @@ bool SnapshotParser::Feed(std::string_view chunk, std::string* error) {
 
 bool SnapshotParser::Finish(std::string* error) {
   if (!partial_.empty()) {
-    *error = absl::StrFormat("the body ends inside line %d (%d bytes without their '\\n'): cut off?", lines_ + 1,
+    *error = sci::StrFormat("the body ends inside line %d (%d bytes without their '\\n'): cut off?", lines_ + 1,
                              partial_.size());
     return false;
   }

@@ -1,4 +1,5 @@
 #include "feed/stuck_report.h"
+#include "common/format.h"
 
 #include "common/log.h"
 
@@ -8,19 +9,19 @@ namespace {
 // What is wrong, in the words of someone who has to fix it; empty: nothing.
 std::string Trouble(const SubscriberState& state, const std::string& endpoint, long long lasted_ms) {
   if (!state.has_endpoint) {
-    return absl::StrFormat("no leader known after %d ms: the leader view names none (is a master elected?); "
+    return sci::StrFormat("no leader known after %d ms: the leader view names none (is a master elected?); "
                            "every query answers miss",
                            lasted_ms);
   }
   if (!state.connected) {
-    return absl::StrFormat("subscriber %s: not connected after %d ms (is a publisher listening there? ZeroMQ "
+    return sci::StrFormat("subscriber %s: not connected after %d ms (is a publisher listening there? ZeroMQ "
                            "keeps retrying)%s",
                            endpoint, lasted_ms,
                            state.resync_waiting ? "; the resync cannot start until it is, every query answers miss"
                                                 : "");
   }
   if (state.resync_waiting) {
-    return absl::StrFormat("subscriber %s: connected, but no message for %d ms: the resync cannot start until "
+    return sci::StrFormat("subscriber %s: connected, but no message for %d ms: the resync cannot start until "
                            "the publisher sends one; every query answers miss",
                            endpoint, lasted_ms);
   }

@@ -19,7 +19,7 @@
 #include <zmq.hpp>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "common/log.h"
@@ -54,6 +54,9 @@ constexpr size_t kMaxKeptFrames = 16;
 
 // Messages applied per wake-up before the monitor is looked at again.
 constexpr int kMaxMessagesPerWake = 1024;
+// The pause after a failure the loop recovers from (RecoverFrom): long
+// enough not to spin on a failure that repeats, short against a resync.
+constexpr int kFailurePauseMs = 100;
 
 // "Connected" means a ZMTP peer completed the handshake, not merely that a
 // TCP connection opened. A connection that fails its handshake produces a
@@ -89,7 +92,7 @@ bool IsHttpUrl(const std::string& url) {
 
 std::string CheckSnapshotUrl(const char* name, const std::string& url) {
   if (url.empty() || IsHttpUrl(url)) return {};
-  return absl::StrFormat("%s \"%s\" is not an http:// or https:// URL", name, absl::CHexEscape(url));
+  return sci::StrFormat("%s \"%s\" is not an http:// or https:// URL", name, absl::CHexEscape(url));
 }
 
 std::string CheckEndpoint(const std::string& endpoint) {
@@ -100,10 +103,10 @@ std::string CheckEndpoint(const std::string& endpoint) {
 // snapshot (docs/wire-formats.md, section 4: the view names the RPC port
 // only; the other services listen on the leader's host at known ports).
 std::string LeaderEndpoint(const std::string& host, uint32_t event_port) {
-  return absl::StrFormat("tcp://%s:%d", host, event_port);
+  return sci::StrFormat("tcp://%s:%d", host, event_port);
 }
 std::string LeaderSnapshotUrl(const std::string& host, uint32_t admin_port) {
-  return absl::StrFormat("http://%s:%d/get_all_keys", host, admin_port);
+  return sci::StrFormat("http://%s:%d/get_all_keys", host, admin_port);
 }
 
 // How long one read of the leader view may take (etcd or Redis): a small
@@ -229,7 +232,7 @@ class Subscriber::Loop {
       // A query asking for a page's adoption (index.h) wakes the thread,
       // which adopts it at once, however quiet the stream.
       index_.SetAdoptionListener([this] { wake_.Notify(); });
-      Serve();
+      ServeThroughFailures();
     } catch (const zmq::error_t& e) {
       if (e.num() != ETERM) Abandon(e.what());
     } catch (const std::exception& e) {
@@ -317,14 +320,14 @@ class Subscriber::Loop {
     data.set(zmq::sockopt::subscribe, options_.topic);
     // The monitor must exist before the connect, or the first handshake
     // could go unseen.
-    const std::string monitor_endpoint = absl::StrFormat(kMonitorEndpointFormat, ++sockets_opened_);
+    const std::string monitor_endpoint = sci::StrFormat(kMonitorEndpointFormat, ++sockets_opened_);
     if (zmq_socket_monitor(data.handle(), monitor_endpoint.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect(monitor_endpoint);
     if (zmq_connect(data.handle(), endpoint.c_str()) != 0) {
       const int err = zmq_errno();
       *code = IsEndpointError(err) ? SubscriberError::kInvalidArgument : SubscriberError::kIo;
-      *error = absl::StrFormat("endpoint \"%s\": ZeroMQ cannot connect to it (%s)", absl::CHexEscape(endpoint),
+      *error = sci::StrFormat("endpoint \"%s\": ZeroMQ cannot connect to it (%s)", absl::CHexEscape(endpoint),
                                zmq_strerror(err));
       return false;
     }
@@ -579,13 +582,72 @@ class Subscriber::Loop {
 
   // The thread cannot go on: the index will never be updated again, so it
   // must not keep answering from what it has.
+  // A failure the loop cannot recover from (a socket error): the index can
+  // no longer be kept current, so it is emptied, and the stop is counted
+  // and logged at error level for the caller to see.
   void Abandon(const char* why) {
     try {
       index_.Clear();
     } catch (...) {
       // Clear does not allocate; nothing sensible to do if it throws.
     }
-    Logf(LogLevel::kError, "subscriber %s: stopped on an error (%s); index cleared", endpoint_for_logs_, why);
+    index_.counters().subscriber_failures.Add();
+    try {
+      Logf(LogLevel::kError, "subscriber %s: stopped on an error (%s); index cleared; nothing is applied any more",
+           endpoint_for_logs_, why);
+    } catch (...) {
+    }
+  }
+
+  // Serve(), resumed after every failure that memory coming back can cure
+  // (issue #34, R6): an allocation anywhere in the loop (decoding, the
+  // resync buffer, its spill file, a replay), or a download thread that
+  // cannot be created. Such a failure costs the index (what it held may
+  // miss the message that failed) and a resync, never the subscriber:
+  // abandoning it would leave every query missing for good while its stats
+  // looked quiet. Socket errors and Stop() still end the loop.
+  void ServeThroughFailures() {
+    while (true) {
+      const char* what = nullptr;
+      try {
+        Serve();
+        return;
+      } catch (const std::bad_alloc&) {
+        what = "out of memory";
+      } catch (const zmq::error_t&) {
+        throw;
+      } catch (const std::system_error& e) {
+        // std::thread's failure to start a download: a resource, not a bug.
+        if (e.code() != std::errc::resource_unavailable_try_again) throw;
+        what = "cannot start a thread";
+      }
+      if (!RecoverFrom(what)) return;  // Stop() came during the pause
+    }
+  }
+
+  // Empties the index, starts a resync (if configured) and pauses briefly,
+  // so that a failure that repeats does not spin the thread. False when
+  // Stop() was asked meanwhile.
+  bool RecoverFrom(const char* what) noexcept {
+    const Clock::time_point now = Clock::now();
+    index_.Clear();  // frees, allocates nothing
+    index_.counters().subscriber_failures.Add();  // after the clear: whoever sees it sees the index empty
+    try {
+      // A resync under way fails (counted, back-off); otherwise one begins.
+      resync_.RestartAfterFailure(now);
+    } catch (...) {
+      // Memory is still short (Fail's message): the index is empty already,
+      // and held if a resync was under way.
+    }
+    seen_clears_ = index_.counters().clears.Get();
+    try {
+      Logf(LogLevel::kError, "subscriber %s: %s; index cleared, resuming in %d ms", endpoint_for_logs_, what,
+           kFailurePauseMs);
+    } catch (...) {
+    }
+    zmq_pollitem_t wake[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
+    (void)zmq_poll(wake, 1, kFailurePauseMs);
+    return !stop_requested_.load(std::memory_order_acquire);
   }
 
   struct PendingRetarget {
@@ -649,17 +711,17 @@ std::string CheckOptions(const SubscriberOptions& options) {
     const bool redis = !options.redis_endpoint.empty();
     const char* store_option = redis ? "redis_endpoint" : "etcd_endpoints";
     if (!options.endpoint.empty()) {
-      return absl::StrFormat("endpoint \"%s\" must be empty with %s: the leader's address comes from %s",
+      return sci::StrFormat("endpoint \"%s\" must be empty with %s: the leader's address comes from %s",
                              absl::CHexEscape(options.endpoint), store_option, redis ? "Redis" : "etcd");
     }
     if (!options.snapshot_url.empty()) {
-      return absl::StrFormat(
+      return sci::StrFormat(
           "snapshot_url must be empty with %s: it is the leader's http://<ip>:<admin_port>/get_all_keys",
           store_option);
     }
     for (const std::string& e : options.etcd_endpoints) {
       if (!IsHttpUrl(e)) {
-        return absl::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
+        return sci::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
       }
     }
     if (redis) {
@@ -667,25 +729,25 @@ std::string CheckOptions(const SubscriberOptions& options) {
       std::string why;
       if (!ParseRedisUrl(options.redis_endpoint, &address, &why)) {
         // Never quoted whole: the URL may hold a password.
-        return absl::StrFormat("redis_endpoint: %s (redis://[:password@]host:port[/db])", why);
+        return sci::StrFormat("redis_endpoint: %s (redis://[:password@]host:port[/db])", why);
       }
     }
     if (options.cluster_id.empty()) return "cluster_id is empty";
     for (unsigned char c : options.cluster_id) {
       if (c <= ' ' || c == 0x7f) {
-        return absl::StrFormat("cluster_id \"%s\" contains a space or control character",
+        return sci::StrFormat("cluster_id \"%s\" contains a space or control character",
                                absl::CHexEscape(options.cluster_id));
       }
     }
     if (options.event_port == 0 || options.event_port > 65535) {
-      return absl::StrFormat("event_port %d is not a port (1..65535; required with %s)", options.event_port,
+      return sci::StrFormat("event_port %d is not a port (1..65535; required with %s)", options.event_port,
                              store_option);
     }
     if (options.admin_port == 0 || options.admin_port > 65535) {
-      return absl::StrFormat("admin_port %d is not a port (1..65535)", options.admin_port);
+      return sci::StrFormat("admin_port %d is not a port (1..65535)", options.admin_port);
     }
     if (options.etcd_poll_ms == 0 || !FitsInt(options.etcd_poll_ms)) {
-      return absl::StrFormat("etcd_poll_ms %d is out of range", options.etcd_poll_ms);
+      return sci::StrFormat("etcd_poll_ms %d is out of range", options.etcd_poll_ms);
     }
   } else if (std::string e = CheckEndpoint(options.endpoint); !e.empty()) {
     return e;
@@ -697,12 +759,12 @@ std::string CheckOptions(const SubscriberOptions& options) {
                                     std::pair{"stale_after_ms", options.stale_after_ms},
                                     std::pair{"resync_min_interval_ms", options.resync_min_interval_ms},
                                     std::pair{"snapshot_timeout_ms", options.snapshot_timeout_ms}}) {
-    if (!FitsInt(value)) return absl::StrFormat("%s %d is too large (at most %d)", name, value, INT_MAX);
+    if (!FitsInt(value)) return sci::StrFormat("%s %d is too large (at most %d)", name, value, INT_MAX);
   }
   if (options.resync_min_interval_ms == 0) return "resync_min_interval_ms is 0";
   if (options.snapshot_timeout_ms == 0) return "snapshot_timeout_ms is 0";
   if (options.resync_buffer_bytes == 0) return "resync_buffer_bytes is 0";
-  if (options.receive_hwm < 0) return absl::StrFormat("receive_hwm %d is negative", options.receive_hwm);
+  if (options.receive_hwm < 0) return sci::StrFormat("receive_hwm %d is negative", options.receive_hwm);
   return {};
 }
 
@@ -737,9 +799,9 @@ std::unique_ptr<Subscriber> Subscriber::Start(std::shared_ptr<Index> index, cons
     *code = SubscriberError::kNone;
     return subscriber;
   } catch (const zmq::error_t& e) {
-    *error = absl::StrFormat("cannot set up the ZeroMQ socket: %s", e.what());
+    *error = sci::StrFormat("cannot set up the ZeroMQ socket: %s", e.what());
   } catch (const std::system_error& e) {
-    *error = absl::StrFormat("cannot start the subscriber thread: %s", e.what());
+    *error = sci::StrFormat("cannot start the subscriber thread: %s", e.what());
   }
   return nullptr;
 }

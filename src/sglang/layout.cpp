@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci {
 namespace {
@@ -92,7 +92,7 @@ std::string ValidateScalars(const LayoutSpec& spec) {
       {"tp_size", spec.tp_size}, {"pp_size", spec.pp_size}, {"tp_lcm_size", spec.tp_lcm_size}};
   for (const auto& [name, value] : sizes) {
     if (value > Layout::kMaxParallelSize) {
-      return absl::StrFormat("%s is %d (more than %d)", name, value, Layout::kMaxParallelSize);
+      return sci::StrFormat("%s is %d (more than %d)", name, value, Layout::kMaxParallelSize);
     }
   }
   return {};
@@ -103,19 +103,19 @@ std::string ValidatePools(const std::vector<PoolSpec>& pools) {
   for (size_t p = 0; p < pools.size(); ++p) {
     const PoolSpec& pool = pools[p];
     if (pool.hit_policy != HitPolicy::kAllPages && pool.hit_policy != HitPolicy::kTrailingPages) {
-      return absl::StrFormat("pools[%d].hit_policy is %d (want all_pages 0 or trailing_pages 1)", p,
+      return sci::StrFormat("pools[%d].hit_policy is %d (want all_pages 0 or trailing_pages 1)", p,
                              static_cast<int32_t>(pool.hit_policy));
     }
-    if (pool.suffixes.empty()) return absl::StrFormat("pools[%d].suffixes is empty", p);
+    if (pool.suffixes.empty()) return sci::StrFormat("pools[%d].suffixes is empty", p);
     for (size_t s = 0; s < pool.suffixes.size(); ++s) {
       // An empty suffix would make the logical key itself a page key: no
       // SGLang pool writes that, so it can only be a mistake.
-      if (pool.suffixes[s].empty()) return absl::StrFormat("pools[%d].suffixes[%d] is empty", p, s);
+      if (pool.suffixes[s].empty()) return sci::StrFormat("pools[%d].suffixes[%d] is empty", p, s);
     }
     total += pool.suffixes.size();
   }
   if (total > Layout::kMaxKeysPerPage) {
-    return absl::StrFormat("pools have %d suffixes in total (more than %d keys per page)", total,
+    return sci::StrFormat("pools have %d suffixes in total (more than %d keys per page)", total,
                            Layout::kMaxKeysPerPage);
   }
   return {};
@@ -126,7 +126,7 @@ std::string ValidateSpec(const LayoutSpec& spec) {
   if (std::string problem = ValidateScalars(spec); !problem.empty()) return problem;
   if (std::string problem = ValidatePools(spec.pools); !problem.empty()) return problem;
   if (spec.pools.empty() && DerivedKeyCount(spec) > Layout::kMaxKeysPerPage) {
-    return absl::StrFormat("tp_size %d, pp_size %d, tp_lcm_size %d give %d keys per page (more than %d)",
+    return sci::StrFormat("tp_size %d, pp_size %d, tp_lcm_size %d give %d keys per page (more than %d)",
                            spec.tp_size, spec.pp_size, spec.tp_lcm_size, DerivedKeyCount(spec),
                            Layout::kMaxKeysPerPage);
   }
@@ -183,7 +183,7 @@ void Layout::SetNames(const LayoutSpec& spec) {
 
 std::string Layout::CheckKeyLengths(const LayoutSpec& spec, const std::vector<PoolSpec>& pools) {
   if (group_prefix_.size() + kPageHashHexLength > kMaxKeyBytes) {
-    return absl::StrFormat("extra_backend_tag is %d bytes (group ids would exceed %d bytes)",
+    return sci::StrFormat("extra_backend_tag is %d bytes (group ids would exceed %d bytes)",
                            spec.extra_backend_tag.size(), kMaxKeyBytes);
   }
   size_t longest_suffix = 0;
@@ -201,9 +201,9 @@ std::string Layout::CheckKeyLengths(const LayoutSpec& spec, const std::vector<Po
   if (max_key_length_ <= kMaxKeyBytes) return {};
   const KeyPrefixSource prefix = KeyPrefixOf(spec);
   const std::string culprit = longest_suffix > prefix.value.size()
-                                  ? absl::StrFormat("pools[%d].suffixes[%d]", longest_pool, longest_index)
+                                  ? sci::StrFormat("pools[%d].suffixes[%d]", longest_pool, longest_index)
                                   : std::string(prefix.field);
-  return absl::StrFormat("%s is too long: keys would be %d bytes (at most %d)", culprit, max_key_length_,
+  return sci::StrFormat("%s is too long: keys would be %d bytes (at most %d)", culprit, max_key_length_,
                          kMaxKeyBytes);
 }
 

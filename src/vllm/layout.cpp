@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 
 namespace sci::vllm {
 namespace {
@@ -13,33 +13,33 @@ std::string ValidateSpec(const LayoutSpec& spec) {
   if (spec.main_event_block_size == 0) return "main_event_block_size is 0";
   if (spec.groups.empty()) return "groups is empty";
   if (spec.groups.size() > Layout::kMaxGroups) {
-    return absl::StrFormat("groups has %d entries (at most %d)", spec.groups.size(), Layout::kMaxGroups);
+    return sci::StrFormat("groups has %d entries (at most %d)", spec.groups.size(), Layout::kMaxGroups);
   }
   const uint32_t hash_block_size = spec.groups[0].hash_block_size;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const GroupSpec& group = spec.groups[g];
-    if (group.hash_block_size == 0) return absl::StrFormat("groups[%d].hash_block_size is 0", g);
+    if (group.hash_block_size == 0) return sci::StrFormat("groups[%d].hash_block_size is 0", g);
     if (group.hash_block_size != hash_block_size) {
-      return absl::StrFormat("groups[%d].hash_block_size is %d, but groups[0]'s is %d (the chain is one)", g,
+      return sci::StrFormat("groups[%d].hash_block_size is %d, but groups[0]'s is %d (the chain is one)", g,
                              group.hash_block_size, hash_block_size);
     }
     if (group.block_size == 0 || group.block_size % hash_block_size != 0) {
-      return absl::StrFormat("groups[%d].block_size is %d (must be a positive multiple of hash_block_size %d)", g,
+      return sci::StrFormat("groups[%d].block_size is %d (must be a positive multiple of hash_block_size %d)", g,
                              group.block_size, hash_block_size);
     }
     if (group.kind == GroupKind::kSlidingWindow && group.sliding_window == 0) {
-      return absl::StrFormat("groups[%d].sliding_window is 0 (a sliding_window group needs its window)", g);
+      return sci::StrFormat("groups[%d].sliding_window is 0 (a sliding_window group needs its window)", g);
     }
-    if (group.key_prefixes.empty()) return absl::StrFormat("groups[%d].key_prefixes is empty", g);
+    if (group.key_prefixes.empty()) return sci::StrFormat("groups[%d].key_prefixes is empty", g);
     if (group.key_prefixes.size() > Layout::kMaxPrefixesPerGroup) {
-      return absl::StrFormat("groups[%d].key_prefixes has %d entries (at most %d)", g, group.key_prefixes.size(),
+      return sci::StrFormat("groups[%d].key_prefixes has %d entries (at most %d)", g, group.key_prefixes.size(),
                              Layout::kMaxPrefixesPerGroup);
     }
     for (size_t p = 0; p < group.key_prefixes.size(); ++p) {
       const std::string& prefix = group.key_prefixes[p];
-      if (prefix.empty()) return absl::StrFormat("groups[%d].key_prefixes[%d] is empty", g, p);
+      if (prefix.empty()) return sci::StrFormat("groups[%d].key_prefixes[%d] is empty", g, p);
       if (prefix.size() + 1 + kPageHashHexLength > Layout::kMaxKeyBytes) {
-        return absl::StrFormat("groups[%d].key_prefixes[%d] is %d bytes (a key would exceed %d)", g, p,
+        return sci::StrFormat("groups[%d].key_prefixes[%d] is %d bytes (a key would exceed %d)", g, p,
                                prefix.size(), Layout::kMaxKeyBytes);
       }
     }
@@ -99,7 +99,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     layout->groups_.push_back(group);
   }
   if (alignment == 0) {
-    *error = absl::StrFormat("the alignment (lcm of main_event_block_size, coordinator.lcm_block_size and every "
+    *error = sci::StrFormat("the alignment (lcm of main_event_block_size, coordinator.lcm_block_size and every "
                              "groups[].block_size) exceeds %d tokens",
                              kMaxAlignment);
     return nullptr;

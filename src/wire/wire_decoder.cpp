@@ -4,7 +4,7 @@
 #include <cmath>
 #include <optional>
 
-#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "wire/msgpack_view.h"
 
 namespace sci {
@@ -44,7 +44,7 @@ class PayloadDecoder {
       return ReadFailure("payload", "an array [timestamp, events, ...]");
     }
     if (elements < 2) {
-      return Fail(absl::StrFormat("payload array has %d elements, expected at least 2 (timestamp, events)", elements));
+      return Fail(sci::StrFormat("payload array has %d elements, expected at least 2 (timestamp, events)", elements));
     }
     if (!DecodeTimestamp()) return false;
 
@@ -68,10 +68,10 @@ class PayloadDecoder {
       }
     }
     for (uint32_t extra = 3; extra < elements; ++extra) {
-      if (!reader_.Skip()) return ReadFailure(absl::StrFormat("payload element %d", extra), "a msgpack value");
+      if (!reader_.Skip()) return ReadFailure(sci::StrFormat("payload element %d", extra), "a msgpack value");
     }
     if (!reader_.AtEnd()) {
-      return Fail(absl::StrFormat("%d trailing bytes after the payload", reader_.remaining()));
+      return Fail(sci::StrFormat("%d trailing bytes after the payload", reader_.remaining()));
     }
     return SettleFormat();
   }
@@ -117,7 +117,7 @@ class PayloadDecoder {
       return true;
     }
     if (*format_ == format) return true;
-    return Fail(absl::StrFormat("event %d (%s format) in a message of %s events", event,
+    return Fail(sci::StrFormat("event %d (%s format) in a message of %s events", event,
                                 WireFormatName(format), WireFormatName(*format_)));
   }
 
@@ -130,18 +130,18 @@ class PayloadDecoder {
       default: {
         uint32_t unused = 0;
         reader_.ReadMapHeader(&unused);  // records why: end of data or wrong type
-        return ReadFailure(absl::StrFormat("event %d", i), "a map or an array");
+        return ReadFailure(sci::StrFormat("event %d", i), "a map or an array");
       }
     }
   }
 
   bool DecodeMapEvent(uint32_t i) {
     uint32_t entries = 0;
-    if (!reader_.ReadMapHeader(&entries)) return ReadFailure(absl::StrFormat("event %d", i), "a map");
+    if (!reader_.ReadMapHeader(&entries)) return ReadFailure(sci::StrFormat("event %d", i), "a map");
     MapEventFields f;
     for (uint32_t e = 0; e < entries; ++e) {
       std::string_view key;
-      if (!reader_.ReadStr(&key)) return ReadFailure(absl::StrFormat("event %d map key", i), "str");
+      if (!reader_.ReadStr(&key)) return ReadFailure(sci::StrFormat("event %d map key", i), "str");
       if (!ReadMapField(i, key, &f)) return false;
     }
     if (f.has_event_type_field || f.has_object_key_field) return AddMooncakeEvent(i, f);
@@ -155,7 +155,7 @@ class PayloadDecoder {
       }
       return true;
     }
-    return Fail(absl::StrFormat("event %d is a map with none of event_type, object_key, type", i));
+    return Fail(sci::StrFormat("event %d is a map with none of event_type, object_key, type", i));
   }
 
   // Reads the value of one map entry into `f` if the index needs it; checks
@@ -241,15 +241,15 @@ class PayloadDecoder {
 
   bool DecodeArrayEvent(uint32_t i) {
     uint32_t n = 0;
-    if (!reader_.ReadArrayHeader(&n)) return ReadFailure(absl::StrFormat("event %d", i), "an array");
-    if (n == 0) return Fail(absl::StrFormat("event %d is an empty array, expected a type tag first", i));
+    if (!reader_.ReadArrayHeader(&n)) return ReadFailure(sci::StrFormat("event %d", i), "an array");
+    if (n == 0) return Fail(sci::StrFormat("event %d is an empty array, expected a type tag first", i));
     std::string_view tag;
-    if (!reader_.ReadStr(&tag)) return ReadFailure(absl::StrFormat("event %d type tag", i), "str");
+    if (!reader_.ReadStr(&tag)) return ReadFailure(sci::StrFormat("event %d type tag", i), "str");
     uint32_t consumed = 1;
     if (tag == "BlockStoreEvent" || tag == "BlockUpdateEvent") {
       if (!ClaimFormat(i, WireFormat::kMooncakeV1)) return false;
       if (n < 3) {
-        return Fail(absl::StrFormat("event %d (%s) has %d elements, expected a key and replicas", i, tag, n));
+        return Fail(sci::StrFormat("event %d (%s) has %d elements, expected a key and replicas", i, tag, n));
       }
       if (!DecodeV1ObjectEvent(i)) return false;
       consumed = 3;
@@ -270,7 +270,7 @@ class PayloadDecoder {
       AddEvent(EventKind::kIgnored);  // a tag from a newer publisher
     }
     for (; consumed < n; ++consumed) {
-      if (!reader_.Skip()) return ReadFailure(absl::StrFormat("event %d element %d", i, consumed), "a msgpack value");
+      if (!reader_.Skip()) return ReadFailure(sci::StrFormat("event %d element %d", i, consumed), "a msgpack value");
     }
     return true;
   }
@@ -280,25 +280,25 @@ class PayloadDecoder {
   // replica left it is gone.
   bool DecodeV1ObjectEvent(uint32_t i) {
     std::string_view key;
-    if (!reader_.ReadStr(&key)) return ReadFailure(absl::StrFormat("event %d mooncake_key", i), "str");
+    if (!reader_.ReadStr(&key)) return ReadFailure(sci::StrFormat("event %d mooncake_key", i), "str");
     uint32_t replicas = 0;
-    if (!reader_.ReadArrayHeader(&replicas)) return ReadFailure(absl::StrFormat("event %d replicas", i), "an array");
+    if (!reader_.ReadArrayHeader(&replicas)) return ReadFailure(sci::StrFormat("event %d replicas", i), "an array");
     std::string_view medium;
     for (uint32_t r = 0; r < replicas; ++r) {
       uint32_t parts = 0;
       if (!reader_.ReadArrayHeader(&parts)) {
-        return ReadFailure(absl::StrFormat("event %d replica %d", i, r), "an array [type, location]");
+        return ReadFailure(sci::StrFormat("event %d replica %d", i, r), "an array [type, location]");
       }
       if (parts == 0) {
-        return Fail(absl::StrFormat("event %d replica %d is an empty array, expected [type, location]", i, r));
+        return Fail(sci::StrFormat("event %d replica %d is an empty array, expected [type, location]", i, r));
       }
       std::string_view replica_type;
       if (!reader_.ReadStr(&replica_type)) {
-        return ReadFailure(absl::StrFormat("event %d replica %d type", i, r), "str");
+        return ReadFailure(sci::StrFormat("event %d replica %d type", i, r), "str");
       }
       if (r == 0) medium = replica_type;
       for (uint32_t p = 1; p < parts; ++p) {
-        if (!reader_.Skip()) return ReadFailure(absl::StrFormat("event %d replica %d", i, r), "a msgpack value");
+        if (!reader_.Skip()) return ReadFailure(sci::StrFormat("event %d replica %d", i, r), "a msgpack value");
       }
     }
     out_->events.push_back(
@@ -309,15 +309,15 @@ class PayloadDecoder {
   // An engine event's block hashes: integers (u64 or int64) or byte strings.
   bool CheckBlockHashes(uint32_t i) {
     uint32_t hashes = 0;
-    if (!reader_.ReadArrayHeader(&hashes)) return ReadFailure(absl::StrFormat("event %d block_hashes", i), "an array");
+    if (!reader_.ReadArrayHeader(&hashes)) return ReadFailure(sci::StrFormat("event %d block_hashes", i), "an array");
     for (uint32_t h = 0; h < hashes; ++h) {
       const MsgpackType type = reader_.PeekType();
       if (type != MsgpackType::kUint && type != MsgpackType::kInt && type != MsgpackType::kBin &&
           type != MsgpackType::kStr) {
-        return Fail(absl::StrFormat("event %d block_hashes[%d] is %s, expected an integer or bytes", i, h,
+        return Fail(sci::StrFormat("event %d block_hashes[%d] is %s, expected an integer or bytes", i, h,
                                     MsgpackTypeName(type)));
       }
-      if (!reader_.Skip()) return ReadFailure(absl::StrFormat("event %d block_hashes[%d]", i, h), "a hash");
+      if (!reader_.Skip()) return ReadFailure(sci::StrFormat("event %d block_hashes[%d]", i, h), "a hash");
     }
     return true;
   }
@@ -351,17 +351,17 @@ class PayloadDecoder {
       if (c >= 0x20 && c < 0x7f && c != '\\') {
         shown.push_back(static_cast<char>(c));
       } else {
-        shown += absl::StrFormat("\\x%02x", c);
+        shown += sci::StrFormat("\\x%02x", c);
       }
     }
     if (key.size() > kMaxShown) shown += "...";
-    return absl::StrFormat("event %d field %s", i, shown);
+    return sci::StrFormat("event %d field %s", i, shown);
   }
 
   // ---------------------------------------------------------------- errors --
 
   bool Fail(std::string_view reason) {
-    if (error_ != nullptr) *error_ = absl::StrFormat("frame 2 (payload): %s", reason);
+    if (error_ != nullptr) *error_ = sci::StrFormat("frame 2 (payload): %s", reason);
     return false;
   }
 
@@ -369,11 +369,11 @@ class PayloadDecoder {
   bool ReadFailure(std::string_view what, std::string_view expected) {
     switch (reader_.error()) {
       case MsgpackError::kWrongType:
-        return Fail(absl::StrFormat("%s is %s, expected %s", what, MsgpackTypeName(reader_.PeekType()), expected));
+        return Fail(sci::StrFormat("%s is %s, expected %s", what, MsgpackTypeName(reader_.PeekType()), expected));
       case MsgpackError::kTruncated:
-        return Fail(absl::StrFormat("%s is truncated at byte %d", what, reader_.offset()));
+        return Fail(sci::StrFormat("%s is truncated at byte %d", what, reader_.offset()));
       default:
-        return Fail(absl::StrFormat("%s at byte %d: %s", what, reader_.offset(), MsgpackErrorName(reader_.error())));
+        return Fail(sci::StrFormat("%s at byte %d: %s", what, reader_.offset(), MsgpackErrorName(reader_.error())));
     }
   }
 
@@ -408,11 +408,11 @@ bool DecodeMessage(std::span<const std::span<const uint8_t>> frames, DecodedMess
   out->unknown_event_types = 0;
   out->unknown_keyless_type = {};
   if (frames.size() != kFrameCount) {
-    return FailFrames(error, absl::StrFormat("message has %d frames, expected 3 (topic, sequence, payload)",
+    return FailFrames(error, sci::StrFormat("message has %d frames, expected 3 (topic, sequence, payload)",
                                              frames.size()));
   }
   if (frames[1].size() != kSequenceBytes) {
-    return FailFrames(error, absl::StrFormat("frame 1 (sequence) has %d bytes, expected 8", frames[1].size()));
+    return FailFrames(error, sci::StrFormat("frame 1 (sequence) has %d bytes, expected 8", frames[1].size()));
   }
   out->topic = std::string_view(reinterpret_cast<const char*>(frames[0].data()), frames[0].size());
   uint64_t sequence = 0;

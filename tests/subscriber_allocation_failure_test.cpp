@@ -1,0 +1,205 @@
+// The subscriber outlives allocation failures (issue #34, R6): a failure
+// anywhere in its loop -- decoding, applying, logging, the resync buffer --
+// costs the index and a resync, never the subscriber, and no query answers
+// a hit that the stream does not support meanwhile.
+//
+// This binary replaces the global operator new (replaced_operator_new.h)
+// and fails allocations on the subscriber's own thread only (found through
+// its "connected" log line), and only the throwing forms: libzmq, which
+// runs on that thread too, uses the nothrow forms and aborts on null.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "encode/mooncake_event.h"
+#include "feed/subscriber.h"
+#include "index/index.h"
+#include "loopback_publisher.h"
+#include "master_stand_in.h"
+#include "wait_for.h"
+
+#include "replaced_operator_new.h"
+
+namespace {
+std::atomic<std::thread::id> g_subscriber_thread{};
+// Allocations still to fail on the subscriber's thread; -1: every one.
+std::atomic<long> g_fail_remaining{0};
+std::atomic<long> g_failed{0};
+
+bool TakeFailure() {
+  long remaining = g_fail_remaining.load();
+  while (remaining != 0) {
+    if (remaining < 0) return true;
+    if (g_fail_remaining.compare_exchange_weak(remaining, remaining - 1)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+void* sci_test::AllocateForTest(std::size_t size, std::size_t alignment) {
+  if (!in_nothrow_new && std::this_thread::get_id() == g_subscriber_thread.load() && TakeFailure()) {
+    g_failed.fetch_add(1);
+    return nullptr;
+  }
+  return HeapAllocate(size, alignment);
+}
+
+namespace sci {
+namespace {
+
+using sci::testing::AbsentKeyReader;
+using sci::testing::LoopbackPublisher;
+using sci::testing::Master;
+using sci::testing::RemovedEvent;
+using sci::testing::StoredEvent;
+using sci::testing::TickUntil;
+using sci::testing::WaitFor;
+
+// Learns the subscriber's thread from its "connected" line; allocates nothing.
+void FindSubscriberThread(void*, int32_t, const char* msg, size_t len) {
+  if (std::string_view(msg, len).find(": connected to ") != std::string_view::npos) {
+    g_subscriber_thread.store(std::this_thread::get_id());
+  }
+}
+
+class SubscriberAllocationFailure : public ::testing::TestWithParam<long> {
+ protected:
+  void SetUp() override {
+    g_subscriber_thread.store(std::thread::id{});
+    g_fail_remaining.store(0);
+    g_failed.store(0);
+    SetLogCallback(&FindSubscriberThread, nullptr);
+  }
+  void TearDown() override {
+    g_fail_remaining.store(0);
+    SetLogCallback(nullptr, nullptr);
+  }
+};
+
+std::unique_ptr<Subscriber> Start(Index& index, SubscriberOptions options) {
+  SubscriberError code = SubscriberError::kNone;
+  std::string error;
+  auto subscriber = Subscriber::Start(index, options, &code, &error);
+  EXPECT_NE(subscriber, nullptr) << error;
+  return subscriber;
+}
+
+// The next `GetParam()` allocations of the subscriber's thread fail (-1:
+// all of them, until the loop has failed once) while it takes a batch that
+// removes a key; whatever failed, the key never answers hit, and the
+// subscriber applies what comes next.
+TEST_P(SubscriberAllocationFailure, ARunOfFailuresCostsAtMostTheIndex) {
+  Index index;
+  LoopbackPublisher publisher(sci::testing::kAnyLoopbackTcpPort);
+  SubscriberOptions options;
+  options.endpoint = publisher.endpoint();
+  auto subscriber = Start(index, options);
+  ASSERT_NE(subscriber, nullptr);
+  ASSERT_TRUE(publisher.AwaitSubscription());
+  ASSERT_TRUE(WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; }));
+
+  const MooncakeEvent one[] = {StoredEvent(1, "a"), StoredEvent(2, "b")};
+  publisher.SendBatch(1, one);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 1; }));
+
+  // A batch that must allocate (its events outgrow the decoder's scratch,
+  // its keys the tables): the removal of "a" and 300 stores.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) keys.push_back("key-" + std::to_string(i));
+  std::vector<MooncakeEvent> two = {RemovedEvent(3, "a")};
+  for (const std::string& key : keys) two.push_back(StoredEvent(4 + two.size(), key));
+
+  const long failures = GetParam();
+  const uint64_t clears_before = index.GetStats().clears;
+  g_fail_remaining.store(failures);
+  publisher.SendBatch(2, two);
+  // Either the batch was applied, or a failure cleared the index (any
+  // other outcome times out here: a lost batch that nothing shows).
+  ASSERT_TRUE(WaitFor([&] {
+    const Stats stats = index.GetStats();
+    return stats.last_sequence == 2 || stats.clears > clears_before;
+  })) << g_failed.load() << " allocations failed";
+  // From here on "a" never answers hit, while the failures run out and the
+  // subscriber recovers.
+  AbsentKeyReader reader(index, {"a"});
+  if (failures < 0) {
+    // Every allocation fails until the loop itself has failed once.
+    ASSERT_TRUE(WaitFor([&] { return index.GetStats().subscriber_failures >= 1; }));
+  }
+  g_fail_remaining.store(0);  // a run of at most `failures`
+  const bool failed = g_failed.load() > 0;
+  if (failures < 0 || failures <= 8) EXPECT_TRUE(failed);
+
+  const MooncakeEvent three[] = {StoredEvent(5, "d")};
+  const MooncakeEvent four[] = {StoredEvent(6, "e")};
+  publisher.SendBatch(3, three);
+  publisher.SendBatch(4, four);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 4; }))
+      << "the subscriber applies nothing after " << g_failed.load() << " failed allocations";
+  EXPECT_TRUE(index.Contains({}, "e"));
+  reader.Stop();
+  EXPECT_EQ(reader.false_hits(), 0) << "a removed key answered hit";
+  EXPECT_FALSE(index.Contains({}, "a"));
+  if (!failed) {
+    EXPECT_TRUE(index.Contains({}, "b"));
+    EXPECT_TRUE(index.Contains({}, "d"));
+    for (const std::string& key : keys) EXPECT_TRUE(index.Contains({}, key)) << key;
+  }
+  EXPECT_TRUE(index.GetStats().subscriber_connected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Runs, SubscriberAllocationFailure, ::testing::Values(1, 2, 3, 5, 8, 13, 21, 34, -1),
+                         [](const ::testing::TestParamInfo<long>& info) {
+                           return info.param < 0 ? std::string("Every") : std::to_string(info.param);
+                         });
+
+// A resync's buffer cannot take a message (ResyncBuffer::Add, 1.2: the
+// subscriber was abandoned): the resync fails, is retried after its
+// back-off, and serves the master's state.
+TEST_F(SubscriberAllocationFailure, ABufferThatCannotGrowFailsTheResyncNotTheSubscriber) {
+  Master master;
+  master.snapshot().Add("a");
+  master.snapshot().Add("b");
+  Index index;
+  SubscriberOptions options;
+  options.endpoint = master.publisher().endpoint();
+  options.snapshot_url = master.snapshot().url();
+  options.resync_min_interval_ms = 20;
+  options.snapshot_timeout_ms = 5000;
+  master.snapshot().Hold();
+  auto subscriber = Start(index, options);
+  ASSERT_NE(subscriber, nullptr);
+  ASSERT_TRUE(master.publisher().AwaitSubscription());
+  ASSERT_TRUE(WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; }));
+  master.Tick();  // proves the subscription; the download starts and is held
+  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+
+  AbsentKeyReader reader(index, {"a"});
+  g_fail_remaining.store(-1);
+  master.Remove("a");  // buffered while the download is held: cannot be
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().subscriber_failures >= 1; }));
+  g_fail_remaining.store(0);
+  master.snapshot().Release();
+
+  ASSERT_TRUE(TickUntil(master, [&] {
+    const Stats stats = index.GetStats();
+    return stats.resyncs >= 1 && !stats.resyncing;
+  }));
+  EXPECT_GE(index.GetStats().resync_failures, 1u);
+  EXPECT_TRUE(index.Contains({}, "b"));
+  master.Remove("b");
+  master.Store("c");
+  ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "c"); }));
+  EXPECT_FALSE(index.Contains({}, "b"));
+  reader.Stop();
+  EXPECT_EQ(reader.false_hits(), 0) << "a removed key answered hit";
+  EXPECT_FALSE(index.Contains({}, "a"));
+}
+
+}  // namespace
+}  // namespace sci
