@@ -38,6 +38,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 mkdir -p "$out"
 replot() {
   /usr/bin/python3 "$root/scripts/plot-bench.py" "$out"/*.json --png "$root/bench/check_pages.png" \
+    --headline "$out/headline.md" \
     --scale-png "$root/bench/scale.png" > "$out/table.md"
   /usr/bin/python3 "$root/scripts/docs.py" table
 }

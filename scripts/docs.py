@@ -2,15 +2,28 @@
 """Keeps the documents' generated parts and examples true.
 
   scripts/docs.py table [--check]
-      Copies bench/results/table.md (written by bench/run.sh through
-      scripts/plot-bench.py) into every document that shows it, between
-          <!-- begin bench/results/table.md -->
-          <!-- end bench/results/table.md -->
+      Copies bench/results/headline.md into README.md and
+      bench/results/table.md into bench/README.md (both written by
+      bench/run.sh through scripts/plot-bench.py), between
+          <!-- begin bench/results/<name>.md -->
+          <!-- end bench/results/<name>.md -->
       With --check, changes nothing and fails if a copy differs.
 
   scripts/docs.py packages
       Fails unless the README's table of install modes lists, for each mode
       of scripts/install-deps.sh, the packages that mode adds.
+
+  scripts/docs.py lengths
+      Fails if README.md passes 300 lines, bench/README.md 500, or the
+      README's headline table 12 rows: the front page stays a front page.
+
+  scripts/docs.py references
+      Fails if a document points at something missing: a Markdown link to a
+      file that does not exist or to an #anchor no heading makes, or a
+      section named in prose -- `docs/x.md`, "Some heading" -- that is not a
+      heading of that document (a heading that starts with the name will
+      do). Reads every Markdown file of the repository and the public
+      header.
 
   scripts/docs.py examples BUILD_DIR [FILE.md ...]
       Runs the examples of README.md and docs/operations.md (or the FILEs)
@@ -36,31 +49,34 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = ROOT / "bench/results/table.md"
-TABLE_SHOWN_IN = [ROOT / "README.md", ROOT / "bench/README.md"]
+# Each generated table and the documents that show it: the README shows the
+# headline rows, bench/README.md the full table.
+TABLES = {
+    "bench/results/headline.md": [ROOT / "README.md"],
+    "bench/results/table.md": [ROOT / "bench/README.md"],
+}
 EXAMPLES_IN = [ROOT / "README.md", ROOT / "docs/operations.md"]
-BEGIN = "<!-- begin bench/results/table.md -->"
-END = "<!-- end bench/results/table.md -->"
 EXAMPLE_TAG = re.compile(r"^<!-- example: (console|c|output) -->$")
 
 
 def table(check):
-    generated = TABLE.read_text()
     stale = []
-    for doc in TABLE_SHOWN_IN:
-        text = doc.read_text()
-        begin, end = text.find(BEGIN), text.find(END)
-        if begin < 0 or end < begin:
-            sys.exit(f"{doc.relative_to(ROOT)}: no {BEGIN} ... {END} block")
-        updated = text[: begin + len(BEGIN)] + "\n" + generated + text[end:]
-        if updated != text:
-            stale.append(doc.relative_to(ROOT))
-            if not check:
-                doc.write_text(updated)
+    for name, docs in TABLES.items():
+        generated = (ROOT / name).read_text()
+        begin_tag, end_tag = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+        for doc in docs:
+            text = doc.read_text()
+            begin, end = text.find(begin_tag), text.find(end_tag)
+            if begin < 0 or end < begin:
+                sys.exit(f"{doc.relative_to(ROOT)}: no {begin_tag} ... {end_tag} block")
+            updated = text[: begin + len(begin_tag)] + "\n" + generated + text[end:]
+            if updated != text:
+                stale.append(f"{doc.relative_to(ROOT)} ({name})")
+                if not check:
+                    doc.write_text(updated)
     if check and stale:
-        sys.exit(f"not the table of {TABLE.relative_to(ROOT)}: {', '.join(map(str, stale))} "
-                 "(scripts/docs.py table copies it)")
-    print(("stale, rewrote: " if stale else "every copy is ") + (", ".join(map(str, stale)) or "current"))
+        sys.exit(f"not the generated table: {', '.join(stale)} (scripts/docs.py table copies it)")
+    print(("stale, rewrote: " if stale else "every copy is ") + (", ".join(stale) or "current"))
 
 
 def packages():
@@ -82,6 +98,81 @@ def packages():
     if wrong:
         sys.exit("README.md's install modes differ from scripts/install-deps.sh:\n  " + "\n  ".join(wrong))
     print("README.md lists the packages of every install mode")
+
+
+LIMITS = {"README.md": 300, "bench/README.md": 500}
+HEADLINE_ROWS = 12
+
+
+def lengths():
+    wrong = []
+    for name, limit in LIMITS.items():
+        n = len((ROOT / name).read_text().splitlines())
+        if n > limit:
+            wrong.append(f"{name}: {n} lines (at most {limit})")
+    rows = [line for line in (ROOT / "bench/results/headline.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| measure ")]
+    if len(rows) > HEADLINE_ROWS:
+        wrong.append(f"bench/results/headline.md: {len(rows)} rows (at most {HEADLINE_ROWS})")
+    if wrong:
+        sys.exit("\n".join(wrong))
+    print("README.md, bench/README.md and the headline table are within their lengths")
+
+
+def headings(path):
+    """The headings of a Markdown file, as written (without the #s)."""
+    found, fenced = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,6} ", line):
+            found.append(line.lstrip("#").strip())
+    return found
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def references():
+    docs = [p for p in ROOT.rglob("*.md")
+            if not any(part.startswith(".") or part in ("build", "target") or part.startswith("build-")
+                       for part in p.relative_to(ROOT).parts)]
+    sources = docs + [ROOT / "include/shared_cache_index.h"]
+    link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+    # `docs/x.md`, "Heading"  or  docs/x.md, "Heading"  or  docs/x.md "Heading"
+    named = re.compile(r"`?([\w./-]+\.md)`?,? (?:section )?\"([^\"]+)\"")
+    wrong = []
+    for src in sources:
+        text = src.read_text()
+        if src.suffix == ".h":
+            text = re.sub(r"(?m)^\s*\*(?: |$)", "", text)  # a comment's leading " * "
+        where = src.relative_to(ROOT)
+        for target in link.findall(text):
+            if re.match(r"^[a-z]+:", target):
+                continue  # a URL
+            file_part, _, anchor = target.partition("#")
+            path = (src.parent / file_part).resolve() if file_part else src
+            if not path.exists():
+                wrong.append(f"{where}: link to {target}: no such file")
+            elif anchor and path.suffix == ".md" and anchor not in {slug(h) for h in headings(path)}:
+                wrong.append(f"{where}: link to {target}: no heading makes #{anchor}")
+        for doc, section in named.findall(" ".join(text.split())):
+            candidates = [(src.parent / doc).resolve(), (ROOT / doc).resolve()]
+            path = next((c for c in candidates if c.exists()), None)
+            if path is None:
+                if "/" in doc or doc[0].isupper():
+                    wrong.append(f"{where}: {doc}, \"{section}\": no such document")
+                continue
+            # "5. The descriptor" is named "The descriptor" too.
+            titles = [t for h in headings(path) for t in (h, re.sub(r"^\d+(\.\d+)*\.? ", "", h))]
+            if not any(t.startswith(section) for t in titles):
+                wrong.append(f"{where}: {doc}, \"{section}\": no such section")
+    if wrong:
+        sys.exit("\n".join(sorted(set(wrong))))
+    print(f"every link and named section of {len(sources)} documents exists")
 
 
 def fenced_blocks(path):
@@ -191,6 +282,8 @@ def main():
     table_parser = sub.add_parser("table", help="copy bench/results/table.md into the documents")
     table_parser.add_argument("--check", action="store_true", help="only check the copies")
     sub.add_parser("packages", help="check the README's install modes against scripts/install-deps.sh")
+    sub.add_parser("lengths", help="check the README's and bench/README.md's lengths")
+    sub.add_parser("references", help="check every link and named section of the documents")
     examples_parser = sub.add_parser("examples", help="run the documents' examples")
     examples_parser.add_argument("build", help="a build directory with the library and the tools")
     examples_parser.add_argument("files", nargs="*", type=Path, help="Markdown files (default: README.md, "
@@ -200,6 +293,10 @@ def main():
         table(args.check)
     elif args.job == "packages":
         packages()
+    elif args.job == "lengths":
+        lengths()
+    elif args.job == "references":
+        references()
     else:
         examples(args.build, [f.resolve() for f in args.files] or EXAMPLES_IN)
 
