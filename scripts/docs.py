@@ -20,7 +20,7 @@
   scripts/docs.py references
       Fails if a document points at something missing: a Markdown link to a
       file that does not exist or to an #anchor no heading makes, or a
-      section named in prose -- `docs/x.md`, "Some heading" -- that is not a
+      section named in prose -- a document's path, then a quoted heading -- that is not a
       heading of that document (a heading that starts with the name will
       do). Reads every Markdown file of the repository and the public
       header.
