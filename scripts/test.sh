@@ -120,5 +120,5 @@ stage "tests ($build)" ctest --test-dir "$build" --output-on-failure -j"$jobs" -
 # (crates from Debian's packages, offline).
 stage "rust example: bindings match the header" scripts/regen-bindings.sh --check
 build_dir=$(cd "$build" && pwd)
-cargo_test() { (cd rust-example && SCI_LIB_DIR="$build_dir" cargo test --offline); }
+cargo_test() { (cd rust-example && SCI_LIB_DIR="$build_dir" cargo test --offline --features json); }
 stage "rust example: cargo test ($build)" cargo_test

@@ -210,18 +210,51 @@ fn pc_field(text: &str, field: &str) -> Option<String> {
         .map(|value| value.trim().to_string())
 }
 
+/// Runs the `pkg-config` program (`$PKG_CONFIG` if set) on the library's
+/// module. The program, not the `pkg-config` crate: the -sys crate then
+/// needs nothing from a registry, so a project outside this repository
+/// builds it offline with no configuration.
+fn pkg_config(args: &[&str]) -> Result<String, String> {
+    let program = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
+    let output = std::process::Command::new(&program)
+        .args(args)
+        .arg(PC_NAME)
+        .output()
+        .map_err(|e| format!("cannot run {}: {}", program, e))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "`{} {} {}` failed{}",
+            program,
+            args.join(" "),
+            PC_NAME,
+            if stderr.trim().is_empty() { String::new() } else { format!(": {}", stderr.trim()) }
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
 fn from_pkg_config(statik: bool) -> Result<Found, String> {
-    let library = pkg_config::Config::new()
-        .atleast_version(MIN_VERSION)
-        .statik(statik)
-        .cargo_metadata(false)
-        .env_metadata(true)
-        .probe(PC_NAME)
-        .map_err(|e| e.to_string())?;
-    let lib_dir = pkg_config::get_variable(PC_NAME, "libdir")
-        .map(PathBuf::from)
+    for var in ["PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PKG_CONFIG_SYSROOT_DIR"] {
+        println!("cargo:rerun-if-env-changed={}", var);
+    }
+    pkg_config(&["--print-errors", &format!("--atleast-version={}", MIN_VERSION)])?;
+    let version = pkg_config(&["--modversion"])?;
+    let libs = pkg_config(if statik { &["--libs", "--static"][..] } else { &["--libs"][..] })?;
+    let mut link_paths: Vec<PathBuf> = Vec::new();
+    let mut link_libs: Vec<String> = Vec::new();
+    for token in libs.split_whitespace() {
+        if let Some(dir) = token.strip_prefix("-L") {
+            link_paths.push(PathBuf::from(dir));
+        } else if let Some(name) = token.strip_prefix("-l") {
+            link_libs.push(name.to_string());
+        }
+    }
+    let lib_dir = pkg_config(&["--variable=libdir"])
         .ok()
-        .or_else(|| library.link_paths.first().cloned())
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| link_paths.first().cloned())
         .ok_or_else(|| format!("pkg-config {}: no libdir", PC_NAME))?;
     let lib_dir = lib_dir.canonicalize().unwrap_or(lib_dir);
     let file = lib_dir.join(library_file(statik));
@@ -232,19 +265,18 @@ fn from_pkg_config(statik: bool) -> Result<Found, String> {
             library_file(statik)
         ));
     }
-    let bin_dir = pkg_config::get_variable(PC_NAME, "prefix")
+    let bin_dir = pkg_config(&["--variable=prefix"])
         .ok()
         .map(|prefix| PathBuf::from(prefix).join("bin"))
         .and_then(|bin| bin.canonicalize().ok());
-    let mut private_dirs = library.link_paths.clone();
+    let mut private_dirs = link_paths;
     private_dirs.retain(|dir| dir.canonicalize().ok().as_deref() != Some(lib_dir.as_path()));
     Ok(Found {
-        how: format!("pkg-config {} {}", PC_NAME, library.version),
+        how: format!("pkg-config {} {}", PC_NAME, version),
         lib_dir,
         library: Some(file),
         private_libs: if statik {
-            library
-                .libs
+            link_libs
                 .into_iter()
                 .filter(|name| name != "shared_cache_index")
                 .collect()
@@ -253,7 +285,7 @@ fn from_pkg_config(statik: bool) -> Result<Found, String> {
         },
         private_dirs,
         bin_dir,
-        version: Some(library.version),
+        version: Some(version),
     })
 }
 

@@ -437,7 +437,7 @@ impl Index {
             match &raw_extras {
                 None => sys::sci_index_check_pages(
                     self.raw.as_ptr(),
-                    layout.raw.as_ptr(),
+                    layout.raw_ptr(),
                     tokens.as_ptr(),
                     tokens.len(),
                     block_size,
@@ -447,7 +447,7 @@ impl Index {
                 ),
                 Some(raw) => sys::sci_index_check_pages_with_extras(
                     self.raw.as_ptr(),
-                    layout.raw.as_ptr(),
+                    layout.raw_ptr(),
                     tokens.as_ptr(),
                     tokens.len(),
                     block_size,
@@ -512,7 +512,7 @@ impl Index {
             match &raw_extras {
                 None => sys::sci_index_check_prefix(
                     self.raw.as_ptr(),
-                    layout.raw.as_ptr(),
+                    layout.raw_ptr(),
                     tokens.as_ptr(),
                     tokens.len(),
                     block_size,
@@ -520,7 +520,7 @@ impl Index {
                 ),
                 Some(raw) => sys::sci_index_check_prefix_with_extras(
                     self.raw.as_ptr(),
-                    layout.raw.as_ptr(),
+                    layout.raw_ptr(),
                     tokens.as_ptr(),
                     tokens.len(),
                     block_size,
@@ -593,7 +593,7 @@ impl Index {
         check(unsafe {
             sys::sci_index_check_block_hashes(
                 self.raw.as_ptr(),
-                layout.raw.as_ptr(),
+                layout.raw_ptr(),
                 hashes,
                 block_size,
                 &mut prefix_blocks,
@@ -638,19 +638,32 @@ pub enum LayoutFamily {
     Vllm,
 }
 
-/// A validated, immutable layout, SGLang's or vLLM's; owns one
-/// `sci_layout`. Share it freely (`&Layout` across threads, or in an `Arc`).
+/// A validated, immutable layout, SGLang's or vLLM's. Share it freely:
+/// `&Layout` across threads, or clones, which share one `sci_layout` (a
+/// clone costs a reference count, not a second parse), freed with the last.
+#[derive(Clone)]
 pub struct Layout {
-    raw: NonNull<sys::sci_layout>,
+    handle: Arc<LayoutHandle>,
     block_size: u32,
     family: LayoutFamily,
 }
 
+/// The owned `sci_layout`, freed when the last [`Layout`] sharing it goes.
+struct LayoutHandle(NonNull<sys::sci_layout>);
+
 // SAFETY: C1 — the layout is immutable after sci_layout_new and may be used by
 // any number of threads; sci_layout_free runs only in Drop (exclusive access).
-unsafe impl Send for Layout {}
-// SAFETY: as above; `&Layout` only passes the handle to thread-safe calls.
-unsafe impl Sync for Layout {}
+unsafe impl Send for LayoutHandle {}
+// SAFETY: as above; `&LayoutHandle` only passes the handle to thread-safe calls.
+unsafe impl Sync for LayoutHandle {}
+
+impl Drop for LayoutHandle {
+    fn drop(&mut self) {
+        // SAFETY: the last owner (the Arc's count reached zero); Drop has
+        // exclusive access (C1).
+        unsafe { sys::sci_layout_free(self.0.as_ptr()) }
+    }
+}
 
 impl Layout {
     /// Validates `spec` in the library and builds the layout.
@@ -736,7 +749,7 @@ impl Layout {
             )
         };
         Ok(Layout {
-            raw,
+            handle: Arc::new(LayoutHandle(raw)),
             block_size,
             family: if family == sys::SCI_LAYOUT_VLLM {
                 LayoutFamily::Vllm
@@ -762,23 +775,20 @@ impl Layout {
         self.block_size
     }
 
-    /// The raw handle (still owned by `self`).
+    /// The raw handle (still owned by `self` and its clones).
     pub fn as_raw(&self) -> *const sys::sci_layout {
-        self.raw.as_ptr()
+        self.handle.0.as_ptr()
     }
-}
 
-impl Drop for Layout {
-    fn drop(&mut self) {
-        // SAFETY: we own the handle; Drop has exclusive access (C1).
-        unsafe { sys::sci_layout_free(self.raw.as_ptr()) }
+    fn raw_ptr(&self) -> *mut sys::sci_layout {
+        self.handle.0.as_ptr()
     }
 }
 
 impl std::fmt::Debug for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Layout")
-            .field("raw", &self.raw)
+            .field("raw", &self.handle.0)
             .field("family", &self.family)
             .field("block_size", &self.block_size)
             .finish()

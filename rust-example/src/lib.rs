@@ -162,6 +162,8 @@ mod handles;
 
 mod error;
 mod layout_builder;
+#[cfg(feature = "json")]
+mod layout_json;
 mod options;
 mod pages;
 mod request_extras;

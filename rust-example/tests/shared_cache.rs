@@ -117,3 +117,24 @@ fn check_prefix_stops_at_the_first_missing_page() {
     assert_eq!(after.pages_checked - before.pages_checked, 3);
     assert_eq!(after.page_hits - before.page_hits, 2);
 }
+
+/// A layout is parsed once and shared: a clone registered with the adapter
+/// and the original used directly answer alike, and either outlives the
+/// other (the handle goes with the last clone).
+#[test]
+fn a_cloned_layout_serves_the_adapter_and_direct_queries_alike() {
+    let index = Arc::new(Index::new().unwrap());
+    let layout = library_layout(2, "");
+    let mut cache = SharedCacheIndex::new(index.clone());
+    cache.register_layout(None, layout.clone());
+    assert_eq!(layout.as_raw(), layout.clone().as_raw(), "a clone shares the handle");
+    let tokens = prompt(7, 6 * PAGE as usize);
+    let mut sequence = 0;
+    store_pages(&index, &mut sequence, &spec_layout(2, ""), &tokens, &[0, 1, 2, 4]);
+
+    let direct = index.check_prefix(&layout, &tokens, PAGE).unwrap();
+    drop(layout); // the adapter's clone keeps the layout alive
+    let hits = cache.check_blocks(&tokens, PAGE, None).unwrap();
+    assert_eq!(direct, 3);
+    assert_eq!(hits.ranges.first(), Some(&(0..3)));
+}

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use shared_cache_index::{
-    Event, Index, Layout, LayoutBuilder, LayoutFamily, PageScratch, RequestExtras,
+    Event, Index, Layout, LayoutFamily, PageScratch, RequestExtras,
     SharedCacheHits, SharedCacheIndex, Status,
 };
 
@@ -328,14 +328,18 @@ fn descriptors_are_read_bare_or_wrapped_and_refusals_carry_the_librarys_message(
     assert!(error.message().starts_with("sci_layout_new_json: "), "{}", error);
     assert!(error.message().contains("groups[0].kind"), "{}", error);
     // The builder is SGLang's: it refuses a descriptor rather than misread it.
-    let error = LayoutBuilder::from_json(&qwen_descriptor()).unwrap_err();
-    assert_eq!(error.status(), Status::InvalidArgument);
-    assert!(error.message().contains("Layout::from_json"), "{}", error);
+    #[cfg(feature = "json")]
+    {
+        let error = shared_cache_index::LayoutBuilder::from_json(&qwen_descriptor()).unwrap_err();
+        assert_eq!(error.status(), Status::InvalidArgument);
+        assert!(error.message().contains("Layout::from_json"), "{}", error);
+    }
 }
 
 /// `LayoutBuilder::from_json` (serde_json, in Rust) and the library's reader
 /// behind `Layout::from_json` must take and refuse the same SGLang configs,
 /// naming the same field.
+#[cfg(feature = "json")]
 #[test]
 fn the_builders_reader_and_the_librarys_agree_on_sglang_configs() {
     let cases: &[(&str, Option<&str>)] = &[
@@ -374,7 +378,7 @@ fn the_builders_reader_and_the_librarys_agree_on_sglang_configs() {
         ),
     ];
     for (json, refusal) in cases {
-        let builder = LayoutBuilder::from_json(json).and_then(|b| b.build());
+        let builder = shared_cache_index::LayoutBuilder::from_json(json).and_then(|b| b.build());
         let library = Layout::from_json(json);
         match refusal {
             None => {
