@@ -316,7 +316,9 @@ sci_status sci_index_check_page_hashes(sci_index *index, const sci_layout *layou
  *     {"vllm_mooncake_store": {...}}; docs/vllm-family.md), or
  *   - SGLang's HiCache runtime config ({"page_size": 64, "tp_size": 8, ...},
  *     the fields of sci_layout_spec; docs/sglang-hicache.md).
- * Unknown fields are ignored (newer configs stay readable).
+ * Unknown fields are ignored (newer configs stay readable); since 1.3 each
+ * is named in one warning through the log callback, with the known field
+ * it most likely meant ("did you mean ...?").
  * SCI_ERR_INVALID_ARGUMENT, naming the field by its JSON path
  * ("groups[1].kind: ..."), for text that is not a JSON object, a required
  * field missing, a field of the wrong type, or a value the library cannot

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
+#include "common/unknown_fields.h"
 #include "sglang/runtime_config.h"
 #include "vllm/layout_spec.h"
 
@@ -514,6 +516,74 @@ TEST(LayoutJsonFamily, SglangConfigsAndGarbageDoNotLookLikeDescriptors) {
   EXPECT_FALSE(vllm::LooksLikeDescriptor("not json"));
   EXPECT_FALSE(vllm::LooksLikeDescriptor(R"({"schema_version": 1, "groups": [)"));
   EXPECT_FALSE(vllm::LooksLikeDescriptor(std::string("\0\xff{", 3)));
+}
+
+
+// A field the reader does not know is ignored, as in 1.x, but named in one
+// warning each, with the known field it most likely meant (#37).
+TEST(LayoutJsonUnknownFields, EachIsNamedOnceWithTheFieldItMostLikelyMeant) {
+  testing::LogCapture log;
+  LayoutSpec spec;
+  std::string error;
+  ASSERT_TRUE(ParseRuntimeConfigJson(R"({"page_size": 64, "tp_sz": 8, "model_path": "m",
+      "pools": [{"suffixes": ["__k"], "hit_polcy": "trailing_pages"}]})", &spec, &error)) << error;
+  EXPECT_EQ(spec.tp_size, 1u);  // the typo changed nothing
+  EXPECT_EQ(spec.pools.at(0).hit_policy, HitPolicy::kAllPages);
+  const std::vector<std::string> warnings = log.At(LogLevel::kWarn);
+  ASSERT_EQ(warnings.size(), 3u) << ::testing::PrintToString(warnings);
+  EXPECT_EQ(log.Count(LogLevel::kWarn,
+                      "SGLang runtime config: unknown field \"tp_sz\" ignored (did you mean \"tp_size\"?)"), 1u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "SGLang runtime config: unknown field \"model_path\" ignored"), 1u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "did you mean \"model"), 0u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "unknown field \"pools[0].hit_polcy\" ignored (did you mean \"hit_policy\"?)"),
+            1u);
+}
+
+TEST(LayoutJsonUnknownFields, TheDocumentedDescriptorWarnsOfNothingAndATypoInItIsNamed) {
+  {
+    testing::LogCapture log;
+    vllm::LayoutSpec spec;
+    std::string error;
+    ASSERT_TRUE(vllm::ParseDescriptorJson(kDescriptor, &spec, &error)) << error;
+    EXPECT_TRUE(log.At(LogLevel::kWarn).empty()) << ::testing::PrintToString(log.At(LogLevel::kWarn));
+  }
+  json descriptor = Descriptor();
+  descriptor["hash"]["seed_polcy"] = "pythonhashseed-7";
+  descriptor["tenant_ids"] = "t";
+  descriptor["groups"][0]["sliding_windw"] = 128;
+  descriptor = json{{"vllm_mooncake_store", descriptor}, {"worker", "anything"}};
+  testing::LogCapture log;
+  vllm::LayoutSpec spec;
+  std::string error;
+  ASSERT_TRUE(vllm::ParseDescriptorJson(descriptor.dump(), &spec, &error)) << error;
+  EXPECT_EQ(spec.python_hash_seed, "0");
+  EXPECT_EQ(log.At(LogLevel::kWarn).size(), 3u) << ::testing::PrintToString(log.At(LogLevel::kWarn));
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "vLLM descriptor: unknown field \"vllm_mooncake_store.hash.seed_polcy\" "
+                                       "ignored (did you mean \"seed_policy\"?)"), 1u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "\"vllm_mooncake_store.tenant_ids\" ignored (did you mean \"tenant_id\"?)"),
+            1u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn,
+                      "\"vllm_mooncake_store.groups[0].sliding_windw\" ignored (did you mean \"sliding_window\"?)"),
+            1u);
+}
+
+TEST(LayoutJsonUnknownFields, AFloodOfThemIsCutShortAndCounted) {
+  json config = {{"page_size", 16}};
+  for (int i = 0; i < 40; ++i) config["field_" + std::to_string(i)] = i;
+  testing::LogCapture log;
+  LayoutSpec spec;
+  std::string error;
+  ASSERT_TRUE(ParseRuntimeConfigJson(config.dump(), &spec, &error)) << error;
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "unknown field \"field_"), 16u);
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "24 more unknown fields in the top level ignored"), 1u);
+}
+
+TEST(LayoutJsonUnknownFields, TheClosestFieldIsWithinTwoEditsAndHalfTheName) {
+  EXPECT_EQ(EditDistance("tp_sz", "tp_size"), 2u);
+  EXPECT_EQ(ClosestKnownField("tp_sz", {"tp_size", "pp_size"}), "tp_size");
+  EXPECT_EQ(ClosestKnownField("pp_sise", {"tp_size", "pp_size"}), "pp_size");
+  EXPECT_EQ(ClosestKnownField("ab", {"tp_size", "xy"}), "");  // 2 edits of 2 letters: a guess, not a typo
+  EXPECT_EQ(ClosestKnownField("model_path", {"page_size", "key_prefix"}), "");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "common/cat.h"
 #include "common/json_text.h"
+#include "common/unknown_fields.h"
 
 namespace sci {
 namespace {
@@ -54,6 +55,7 @@ bool ReadString(const json& object, std::string_view name, std::string_view path
 
 bool ReadPool(const json& value, const std::string& path, PoolSpec* pool, std::string* error) {
   if (!value.is_object()) return Invalid(error, Cat(path, " must be an object, got ", JsonValueText(value)));
+  WarnUnknownFields(value, "SGLang runtime config", path, {"suffixes", "hit_policy", "trailing_pages"});
   const json* suffixes = JsonMember(value, "suffixes");
   if (suffixes == nullptr) return Invalid(error, Cat(path, ".suffixes is missing"));
   if (!suffixes->is_array()) {
@@ -97,6 +99,9 @@ bool ParseRuntimeConfigJson(std::string_view text, LayoutSpec* spec, std::string
   std::string why;
   if (!ParseJson(text, &config, &why)) return Invalid(error, "not valid JSON: " + why);
   if (!config.is_object()) return Invalid(error, "expected a JSON object, got " + JsonValueText(config));
+  WarnUnknownFields(config, "SGLang runtime config", "",
+                    {"page_size", "tp_size", "pp_size", "tp_lcm_size", "is_mla_model", "is_eagle",
+                     "should_split_heads", "extra_backend_tag", "key_prefix", "tenant_id", "pools"});
 
   LayoutSpec read = *spec;
   bool page_size_given = false;

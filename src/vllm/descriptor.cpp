@@ -12,6 +12,7 @@
 
 #include "common/cat.h"
 #include "common/json_text.h"
+#include "common/unknown_fields.h"
 #include "vllm/layout.h"
 #include "vllm/layout_spec.h"
 
@@ -115,7 +116,17 @@ bool DescriptorReader::GetSize(const json& object, std::string_view base, std::s
   return true;
 }
 
+// Fields the descriptor format documents that this reader has no use for
+// (docs/vllm-family.md, "The descriptor"): not warned about.
+constexpr std::string_view kDocumentedUnread[] = {
+    "adapter", "vllm_revision", "input", "main_event_group", "gpu_to_store_group", "partial_hash_hits",
+    "cache_prefix"};
+constexpr std::string_view kWhere = "vLLM descriptor";
+
 bool DescriptorReader::Read(const json& descriptor, std::string_view base, LayoutSpec* spec) {
+  WarnUnknownFields(descriptor, kWhere, base,
+                    {"schema_version", "hash", "main_event_block_size", "coordinator", "tenant_id", "groups"},
+                    kDocumentedUnread);
   const std::string version_path = Path(base, "schema_version");
   std::optional<uint32_t> version;
   if (!GetUint32(descriptor, version_path, "schema_version", &version)) return false;
@@ -160,6 +171,9 @@ bool DescriptorReader::ReadHash(const json& descriptor, std::string_view base, L
   const json* hash = nullptr;
   if (!GetObject(descriptor, hash_path, "hash", &hash)) return false;
   if (hash == nullptr) return Fail(hash_path, "is missing");
+  WarnUnknownFields(*hash, kWhere, hash_path,
+                    {"algorithm", "digest_encoding", "key_separator", "gpu_event_hash", "seed_policy"},
+                    kDocumentedUnread);
 
   const std::string algorithm_path = Path(hash_path, "algorithm");
   std::optional<std::string> algorithm;
@@ -220,6 +234,8 @@ bool DescriptorReader::ReadCoordinator(const json& descriptor, std::string_view 
   const json* coordinator = nullptr;
   if (!GetObject(descriptor, coordinator_path, "coordinator", &coordinator)) return false;
   if (coordinator == nullptr) return true;
+  WarnUnknownFields(*coordinator, kWhere, coordinator_path, {"lcm_block_size", "speculative", "drop_blocks"},
+                    kDocumentedUnread);
 
   const std::string lcm_path = Path(coordinator_path, "lcm_block_size");
   std::optional<uint32_t> lcm;
@@ -240,6 +256,10 @@ bool DescriptorReader::ReadCoordinator(const json& descriptor, std::string_view 
 
 bool DescriptorReader::ReadGroup(const json& group, std::string_view path, size_t index, GroupSpec* out) {
   if (!group.is_object()) return WrongType(path, "an object", group);
+  WarnUnknownFields(group, kWhere, path,
+                    {"group_id", "kind", "block_size", "hash_block_size", "key_prefixes", "sliding_window",
+                     "mamba_cache_mode"},
+                    kDocumentedUnread);
 
   std::optional<uint32_t> group_id;
   if (!GetUint32(group, Path(path, "group_id"), "group_id", &group_id)) return false;
