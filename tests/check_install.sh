@@ -38,10 +38,12 @@ done
 echo "pkg-config --cflags: $cflags"
 
 # pkg-config, shared, as the README shows it: the rpath from the .pc file's
-# libdir, so the binary runs from any prefix with no LD_LIBRARY_PATH.
+# libdir, resolved (the relocatable .pc spells it <libdir>/pkgconfig/../..),
+# so the binary runs from any prefix with no LD_LIBRARY_PATH, and still
+# does once the pkgconfig folder is gone (checked at the end).
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "$work/pc_shared" \
   $(pkg-config --cflags --libs shared_cache_index) \
-  -Wl,-rpath,"$(pkg-config --variable=libdir shared_cache_index)"
+  -Wl,-rpath,"$(realpath "$(pkg-config --variable=libdir shared_cache_index)")"
 run "pkg-config shared" env -u LD_LIBRARY_PATH "$work/pc_shared"
 
 # Every library the shared library needs is named for static linking: a
@@ -59,7 +61,7 @@ echo "pkg-config --static names every library the shared library needs"
 # pkg-config, static: the archive by path, its dependencies (the C++ runtime
 # included) from --static; cc, not c++, links it.
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/consumer.c" -o "$work/pc_static" \
-  $(pkg-config --cflags shared_cache_index) "$libdir/libshared_cache_index.a" \
+  $(pkg-config --cflags shared_cache_index) "$(pkg-config --variable=libdir shared_cache_index)/libshared_cache_index.a" \
   $(pkg-config --static --libs shared_cache_index | sed 's/-lshared_cache_index//')
 if ldd "$work/pc_static" | grep -q libshared_cache_index; then
   echo "pkg-config static: still links the shared library"; exit 1
@@ -81,3 +83,8 @@ for languages in C "C;CXX"; do
     echo "$name static: still links the shared library"; exit 1
   fi
 done
+
+# A runtime-only install keeps no pkgconfig folder: the shared consumer's
+# rpath must not go through it.
+rm -rf "$libdir/pkgconfig"
+run "pkg-config shared, pkgconfig folder removed" env -u LD_LIBRARY_PATH "$work/pc_shared"
