@@ -8,7 +8,7 @@
 // An etcd or a Redis (tests/view_store.h); a leader sci-publish on 127.0.0.2 that
 // publishes an SGLang tp8 workload of <n> objects, then stays up with live
 // traffic (a new object every 10 ms); a standby on 127.0.0.3 with the same
-// ports that restored the same objects (--restore-sglang-workload: listed by
+// ports that restored the same objects (--restore-workload: listed by
 // its admin server, never published, as a promoted Mooncake master). The
 // subscriber follows the leader view in that store through the public C API. Once
 // it holds every object the leader is SIGKILLed, and the time is taken from
@@ -101,7 +101,7 @@ bool PollUntil(Condition done, std::chrono::seconds timeout, Clock::time_point* 
 
 void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t prompts) {
   const uint64_t objects = prompts * kPagesPerPrompt * kKeysPerPage;
-  const std::vector<std::string> workload = {"--sglang-workload",
+  const std::vector<std::string> workload = {"--workload",
                                              "--page-size",
                                              "64",
                                              "--tp",
@@ -136,7 +136,7 @@ void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t promp
                                        "--wait-subscribers-ms",
                                        "60000"};
       args.insert(args.end(), workload.begin(), workload.end());
-      if (restored) args[args.size() - workload.size()] = "--restore-sglang-workload";
+      if (restored) args[args.size() - workload.size()] = "--restore-workload";
       return testing::ChildProcess::Spawn(args);
     };
     auto leader = candidate("127.0.0.2", "*", "0", false);
@@ -286,7 +286,7 @@ double Median(std::vector<double> values) {
 
 void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t prompts, int routers) {
   const uint64_t objects = prompts * kPagesPerPrompt * kKeysPerPage;
-  const std::vector<std::string> workload = {"--sglang-workload",
+  const std::vector<std::string> workload = {"--workload",
                                              "--page-size",
                                              "64",
                                              "--tp",
@@ -324,7 +324,7 @@ void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t 
                                        "--wait-subscribers-ms",
                                        "60000"};
       args.insert(args.end(), workload.begin(), workload.end());
-      if (restored) args[args.size() - workload.size()] = "--restore-sglang-workload";
+      if (restored) args[args.size() - workload.size()] = "--restore-workload";
       return testing::ChildProcess::Spawn(args);
     };
     auto leader = candidate("127.0.0.2", "*", "0", false);

@@ -44,7 +44,7 @@ constexpr uint64_t kKeysPerPage = 16;  // tp8
 void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
   const uint64_t expected = prompts * kPagesPerPrompt * kKeysPerPage;
   for (auto _ : state) {
-    auto publisher = testing::ChildProcess::Spawn({SCI_PUBLISH_PATH, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
+    auto publisher = testing::ChildProcess::Spawn({SCI_PUBLISH_PATH, "--endpoint", "tcp://127.0.0.1:*", "--workload",
                                           "--page-size", "64", "--tp", "8", "--prompts", std::to_string(prompts),
                                           "--pages", std::to_string(kPagesPerPrompt), "--seed", "7",
                                           "--wait-subscribers-ms", "30000", "--linger-ms", "30000", "--sndhwm",

@@ -62,7 +62,7 @@ cat >"$work/layout.json" <<'JSON'
 JSON
 
 echo "== starting sci-publish: 4 prompts of 169 pages (64 tokens), 100 pages shared, tp 8"
-"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --sglang-workload \
+"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --workload \
   --layout-json "$work/layout.json" --prompts 4 --pages 169 --shared-prefix-pages 100 --seed 2024 \
   --prompts-out "$work/prompts.jsonl" --wait-subscribers-ms 30000 \
   >"$work/published.json" 2>"$work/publisher.log" &
@@ -107,7 +107,7 @@ cat >"$work/vllm.json" <<'JSON'
                               "prod@Qwen3-8B@tp_rank:1@pcp0@dcp0@pp_rank:0@group:0"]}]}
 JSON
 echo "starting sci-publish: 4 prompts of 256 blocks (16 tokens, + 1 token), 100 blocks shared, tp 2"
-"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --sglang-workload \
+"$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --workload \
   --layout-json "$work/vllm.json" --prompts 4 --pages 256 --shared-prefix-pages 100 --seed 2025 \
   --prompts-out "$work/vllm-prompts.jsonl" --wait-subscribers-ms 30000 \
   >"$work/vllm-published.json" 2>"$work/vllm-publisher.log" &
@@ -142,7 +142,7 @@ echo "etcd on $etcd_url"
 # The same workload as act 1. Both masters stay up with live traffic (a new
 # object every 100 ms); the standby restored the objects and never announces
 # them: only a snapshot brings them to a subscriber.
-workload=(--sglang-workload --layout-json "$work/layout.json" --prompts 4 --pages 169
+workload=(--workload --layout-json "$work/layout.json" --prompts 4 --pages 169
           --shared-prefix-pages 100 --seed 2024)
 master=(--etcd "$etcd_url" --keep-running --live-every-ms 100 --wait-subscribers-ms 30000)
 "$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.2:*' --admin-port 0 --advertise 127.0.0.2:50051 \
@@ -155,7 +155,7 @@ event_port=$(sed -n 's/.*"listening":"tcp:[^"]*:\([0-9]*\)".*/\1/p' <<<"$ready")
 admin_port=$(sed -n 's/.*"admin":"http:[^"]*:\([0-9]*\)".*/\1/p' <<<"$ready")
 echo "leader  127.0.0.2 (pid $leader): events tcp://127.0.0.2:$event_port, admin http://127.0.0.2:$admin_port"
 "$build/src/tools/sci-publish" --endpoint "tcp://127.0.0.3:$event_port" --admin-port "$admin_port" \
-  --advertise 127.0.0.3:50051 "${master[@]}" --restore-sglang-workload "${workload[@]:1}" \
+  --advertise 127.0.0.3:50051 "${master[@]}" --restore-workload "${workload[@]:1}" \
   >/dev/null 2>"$work/standby.log" &
 standby=$!
 failover_pids+=("$standby")

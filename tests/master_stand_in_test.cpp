@@ -258,7 +258,7 @@ TEST(MasterStandIn, BadMasterFlagsExitWithTwoAndSayWhy) {
       {{"--advertise", "127.0.0.2:50051"}, "--etcd"},
       {{"--admin-port", "70000"}, "--admin-port"},
       {{"--restore", script.path()}, "--admin-port"},
-      {{"--admin-port", "0", "--restore", script.path(), "--restore-sglang-workload"}, "--restore"},
+      {{"--admin-port", "0", "--restore", script.path(), "--restore-workload"}, "--restore"},
       {{"--live-every-ms", "10"}, "--keep-running"},
   };
   for (const auto& [extra, mention] : cases) {

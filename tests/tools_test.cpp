@@ -101,6 +101,46 @@ TEST(Tools, VersionPrintsTheToolAndTheLibraryVersion) {
   }
 }
 
+TEST(Tools, ShortVersionFlagsAnswerAsVersionDoes) {
+  for (const std::string name : {"sci-publish", "sci-tail"}) {
+    for (const char* flag : {"-v", "-V"}) {
+      auto child = Child::Spawn({std::string(SCI_BINARY_DIR) + "/src/tools/" + name, flag});
+      ASSERT_NE(child, nullptr);
+      ASSERT_TRUE(child->Finish());
+      EXPECT_EQ(child->exit_code(), 0) << name << " " << flag << ": " << child->err();
+      EXPECT_EQ(child->out(), name + " " + sci_version() + "\n");
+    }
+  }
+}
+
+// --workload publishes either family's workload; --sglang-workload, its 1.2
+// name, still works and means the same.
+TEST(Tools, TheWorkloadFlagsOldNameIsTheSameFlag) {
+  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--sglang-workload"});
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  EXPECT_EQ(publish->exit_code(), 2);
+  EXPECT_NE(publish->err().find("--workload needs --page-size"), std::string::npos) << publish->err();
+  auto help = Child::Spawn({kPublish, "--help"});
+  ASSERT_NE(help, nullptr);
+  ASSERT_TRUE(help->Finish());
+  EXPECT_NE(help->out().find("--sglang-workload"), std::string::npos);
+  EXPECT_NE(help->out().find("the 1.2 name of --workload"), std::string::npos);
+}
+
+// Published with no subscriber and no wait flag: the messages went to
+// nobody, and the tool says so (it still exits 0: it did what it was told).
+TEST(Tools, PublishingToNobodySaysSo) {
+  const TempFile script("sci-nobody-script", "stored a\nstored b\n");
+  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--script", script.path(),
+                               "--linger-ms", "0"});
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  EXPECT_EQ(publish->exit_code(), 0) << publish->err();
+  EXPECT_NE(publish->err().find("no subscriber had subscribed: 1 message went to nobody"), std::string::npos)
+      << publish->err();
+}
+
 // The help is the prose (script syntax included) and then the flag table:
 // a flag's line that points at the syntax points up.
 TEST(Tools, PublishHelpPointsAtTheScriptSyntaxWhereItIs) {
@@ -172,11 +212,11 @@ TEST(Tools, TailEtcdWithoutEventPortNamesEventPort) {
 }
 
 TEST(Tools, WorkloadWithoutPageSizeNamesTheMissingFlag) {
-  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--sglang-workload", "--tp", "8"});
+  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--workload", "--tp", "8"});
   ASSERT_NE(publish, nullptr);
   ASSERT_TRUE(publish->Finish());
   EXPECT_EQ(publish->exit_code(), 2);
-  EXPECT_NE(publish->err().find("--sglang-workload needs --page-size"), std::string::npos) << publish->err();
+  EXPECT_NE(publish->err().find("--workload needs --page-size"), std::string::npos) << publish->err();
 }
 
 TEST(Tools, LayoutJsonRejectsNegativeFractionalAndOutOfRangeNumbers) {
@@ -194,7 +234,7 @@ TEST(Tools, LayoutJsonRejectsNegativeFractionalAndOutOfRangeNumbers) {
   };
   for (const auto& c : cases) {
     const TempFile layout("sci-bad-layout", c.json);
-    auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--sglang-workload",
+    auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--workload",
                                  "--layout-json", layout.path()});
     ASSERT_NE(publish, nullptr);
     ASSERT_TRUE(publish->Finish());
@@ -425,7 +465,7 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
   const TempFile prompts_file("sci-prompts", "");
   const std::string& prompts_path = prompts_file.path();
   // tp 4 with a tag: 8 keys a page. 3 prompts of 10 pages sharing 4: 4 + 3 * 6 distinct pages.
-  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload", "--page-size",
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--workload", "--page-size",
                                "16", "--tp", "4", "--tag", "llama", "--prompts", "3", "--pages", "10",
                                "--shared-prefix-pages", "4", "--seed", "42", "--prompts-out", prompts_path,
                                "--wait-subscribers-ms", "20000", "--batch-size", "50"});
@@ -505,7 +545,7 @@ TEST(Tools, VllmWorkloadMakesDynamosAnswerTheWholePromptForPublishedPrompts) {
   // attention: 4 + 3 * 6 chunks, 2 keys each; Mamba: chunks end at 32, 64
   // (shared), 96, 128, 160: 2 + 3 * 3 chunks, 1 key each.
   constexpr uint64_t kEvents = (4 + 3 * 6) * 2 + (2 + 3 * 3);
-  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload", "--layout-json",
+  auto publish = Child::Spawn({kPublish, "--endpoint", "tcp://127.0.0.1:*", "--workload", "--layout-json",
                                descriptor.path(), "--prompts", "3", "--pages", "10", "--shared-prefix-pages", "4",
                                "--seed", "42", "--prompts-out", prompts_file.path(), "--wait-subscribers-ms",
                                "20000"});
@@ -658,7 +698,7 @@ TEST(Tools, PublishRefusesAnUnknownGenerationAndAClearWithoutTheSecond) {
   for (const std::vector<std::string>& extra : {std::vector<std::string>{"--generation", "3"},
                                                 std::vector<std::string>{"--generation", "0"},
                                                 std::vector<std::string>{"--end-with-cleared"}}) {
-    std::vector<std::string> argv = {kPublish, "--endpoint", "ipc:///tmp/x", "--sglang-workload", "--page-size", "4"};
+    std::vector<std::string> argv = {kPublish, "--endpoint", "ipc:///tmp/x", "--workload", "--page-size", "4"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto publish = Child::Spawn(argv);
     ASSERT_NE(publish, nullptr);
@@ -687,7 +727,7 @@ TEST(Tools, SecondGenerationWorkloadUnderBothResidencyRules) {
       indexes.emplace_back(handle, sci_index_free);
     }
     const TempFile prompts_file("sci-prompts-gen2", "");
-    std::vector<std::string> argv = {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--sglang-workload",
+    std::vector<std::string> argv = {kPublish, "--endpoint", "tcp://127.0.0.1:*", "--workload",
                                      "--page-size", "16", "--tp", "2", "--pages", std::to_string(kPages),
                                      "--generation", "2", "--prompts-out", prompts_file.path(),
                                      "--subscribers", "2", "--wait-subscribers-ms", "20000"};

@@ -81,7 +81,7 @@ fn subscriber_follows_the_sglang_workload_of_sci_publish() {
     let publisher = Publisher::start(&args(&[
         "--endpoint",
         "tcp://127.0.0.1:*",
-        "--sglang-workload",
+        "--workload",
         "--page-size",
         "16",
         "--tp",

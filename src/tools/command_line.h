@@ -4,7 +4,8 @@
 //
 //   --name value   --name=value   --switch
 //
-// `-h` is `--help`. A flag that takes a value always takes the next argument, even one that
+// `-h` is `--help`, `-v` and `-V` are `--version`; a flag may be declared
+// as another name of one (alias_of). A flag that takes a value always takes the next argument, even one that
 // starts with '-' (so `--script -` means stdin). A flag given twice keeps
 // every value (All) and answers Get with the last one.
 #pragma once
@@ -28,6 +29,8 @@ struct FlagSpec {
   std::string_view name;        // without the leading "--"
   std::string_view value_name;  // e.g. "MS"; empty for a switch
   std::string_view help;
+  // Non-empty: another name of that flag (an older one), stored under it.
+  std::string_view alias_of = {};
 };
 
 class CommandLine {
@@ -36,7 +39,9 @@ class CommandLine {
   static bool Parse(std::span<const FlagSpec> specs, int argc, char** argv, CommandLine* out, std::string* error) {
     for (int i = 1; i < argc; ++i) {
       std::string_view arg = argv[i];
-      if (arg == "-h") arg = "--help";  // the one short flag, as most tools accept it
+      // The short flags most tools accept: -h, and -v / -V for the version.
+      if (arg == "-h") arg = "--help";
+      if (arg == "-v" || arg == "-V") arg = "--version";
       if (arg.substr(0, 2) != "--" || arg.size() == 2) {
         *error = absl::StrFormat("unexpected argument \"%s\" (flags start with --)", arg);
         return false;
@@ -66,7 +71,7 @@ class CommandLine {
         }
         value = argv[++i];
       }
-      out->values_[std::string(name)].emplace_back(value);
+      out->values_[std::string(spec->alias_of.empty() ? name : spec->alias_of)].emplace_back(value);
     }
     return true;
   }
@@ -156,7 +161,7 @@ inline std::string FlagHelp(std::span<const FlagSpec> specs) {
 
 // The flags every tool has, in its flag table: --help (also -h) and --version.
 inline constexpr FlagSpec kHelpFlag{"help", "", "print this help and exit (also -h)"};
-inline constexpr FlagSpec kVersionFlag{"version", "", "print the tool's name and the library version, and exit"};
+inline constexpr FlagSpec kVersionFlag{"version", "", "print the tool's name and the library version, and exit (also -v, -V)"};
 
 // Answers --help (usage, then the flag table) or --version on stdout. True if
 // it did: the tool then exits 0.

@@ -47,8 +47,9 @@ constexpr FlagSpec kFlags[] = {
     {"bind", "", "bind the endpoint (the default; subscribers connect, as to a Mooncake master)"},
     {"connect", "", "connect to the endpoint instead (a subscriber that binds)"},
     {"script", "FILE", "publish the events of FILE (- = stdin); syntax in \"Script\" above"},
-    {"sglang-workload", "", "publish the objects of SGLang pages (the layout: and workload: flags below), or of vLLM "
-                            "chunks when --layout-json is a vLLM descriptor"},
+    {"workload", "", "publish the objects of a workload: SGLang pages (the layout: and workload: flags below), or "
+                     "vLLM chunks when --layout-json is a vLLM descriptor"},
+    {"sglang-workload", "", "the 1.2 name of --workload (either family)", "workload"},
     {"repeat", "N", "publish the script or workload N times, sequences continuing (default 1)"},
     {"rate", "EV/S", "events per second (default 0: as fast as possible)"},
     {"batch-size", "N", "most events per message, 1..64 (default 64, as the master)"},
@@ -61,7 +62,7 @@ constexpr FlagSpec kFlags[] = {
     {"timestamp-ms", "MS", "fixed batch timestamp, for reproducible bytes (default: the clock)"},
     {"backend-id", "ID", "backend_id of every event (default mooncake-master-0)"},
     {"sndhwm", "N", "messages queued per subscriber before ZeroMQ drops (default 0: never drop)"},
-    {"page-size", "N", "layout: tokens per page (required with --sglang-workload unless in --layout-json)"},
+    {"page-size", "N", "layout: tokens per page (required with --workload unless in --layout-json)"},
     {"tp", "N", "layout: tensor-parallel size (default 1)"},
     {"pp", "N", "layout: pipeline-parallel size (default 1)"},
     {"tp-lcm", "N", "layout: tp_lcm_size, used with --split-heads (default 0: unset)"},
@@ -86,7 +87,8 @@ constexpr FlagSpec kFlags[] = {
     {"live-every-ms", "MS", "with --keep-running: store a new object live-<pid>-<n> every MS ms, as live traffic"},
     {"admin-port", "PORT", "serve GET /get_all_keys (held default-tenant keys) on the endpoint's host (0: any port)"},
     {"restore", "FILE", "hold the objects script FILE stores, as restored by a promoted master: listed, never published"},
-    {"restore-sglang-workload", "", "hold the workload's objects (layout and prompt flags) as restored, never published"},
+    {"restore-workload", "", "hold the workload's objects (layout and prompt flags) as restored, never published"},
+    {"restore-sglang-workload", "", "the 1.2 name of --restore-workload", "restore-workload"},
     {"etcd", "ENDPOINTS", "first win the leader election through etcd (comma-separated http://host:port)"},
     {"redis", "URL", "first win the leader election through Redis (redis://[:password@]host:port[/db]), as Mooncake's"},
     {"cluster-id", "ID", "election key mooncake-store/ID/master_view (Redis: the hash mooncake-store/{ID}/master_view; default mooncake_cluster)"},
@@ -95,7 +97,7 @@ constexpr FlagSpec kFlags[] = {
     kVersionFlag,
 };
 
-constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect] (--script FILE | --sglang-workload ... | --keep-running) [options]
+constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect] (--script FILE | --workload ... | --keep-running) [options]
 
 Publishes KV events in the Mooncake master's production format, byte for
 byte: frames [topic (empty), 8-byte big-endian sequence, msgpack payload],
@@ -114,14 +116,14 @@ Script (--script FILE, - for stdin), one command per line:
 Defaults: no group, tenant "default", medium "cpu". An empty value (medium=)
 is nil. %XX stands for any byte (%20 a blank, %25 a '%').
 
-SGLang workload (--sglang-workload): a layout (--page-size, --tp, ... or
+SGLang workload (--workload): a layout (--page-size, --tp, ... or
 --layout-json) and prompts (--prompts, --pages, --shared-prefix-pages,
 --seed): stores every object of every distinct page with its group id, as
 SGLang HiCache workers would. Token j of prompt p is
 SplitMix64(seed*0x9E3779B97F4A7C15 + stream*0xBF58476D1CE4E5B9 + j) % vocab,
 stream 0 on the shared prefix and p+1 elsewhere (--prompts-out writes them).
 
-vLLM workload (--sglang-workload with a vLLM descriptor in --layout-json,
+vLLM workload (--workload with a vLLM descriptor in --layout-json,
 docs/vllm-family.md): the same token ids, --pages counting router blocks
 (main_event_block_size tokens), plus one token per prompt (a vLLM router
 never credits the last token, so a stored prompt answers all its blocks).
@@ -155,7 +157,7 @@ A master to resync and fail over against (docs/wire-formats.md, section 4):
 --admin-port serves GET /get_all_keys on the endpoint's host (127.0.0.1 for
 ipc): the default-tenant keys it holds now, one per line, each ending in
 '\n'. It holds what it published (stored adds, removed drops; applied before
-sending) and what --restore / --restore-sglang-workload name: the objects a
+sending) and what --restore / --restore-workload name: the objects a
 newly promoted master restored, which it lists but never announces.
 --etcd makes it a candidate first: it waits until the key
 mooncake-store/<cluster-id>/master_view is absent, creates it with the
@@ -186,7 +188,9 @@ Before publishing it can wait for subscribers (--wait-subscribers-ms,
 {"listening":"<endpoint>"[,"admin":"http://host:port"]} (the real ports of
 tcp://host:* and --admin-port 0) once ready; on stdout, at the end,
 {"messages":M,"events":E,"first_sequence":F,"last_sequence":L,
-"skipped_sequences":K,"subscribers":S,"elapsed_ms":T[,"held_keys":H]}.
+"skipped_sequences":K,"subscribers":S,"elapsed_ms":T[,"held_keys":H]}
+(S: the subscriptions it saw). If it published and no subscriber had
+subscribed, it says so on stderr: those messages went to nobody.
 SIGINT / SIGTERM stop it early (the summary says "interrupted":true).
 Exit status: 0; 1 if the endpoint, the admin port or a file cannot be used,
 or if a leader lost its lease ("lost_leadership" in the summary); 2 on bad
@@ -366,7 +370,7 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
   }
   if (!ApplyLayoutFlags(flags, &spec, error)) return false;
   if (spec.page_size == 0) {
-    *error = "--sglang-workload needs --page-size N (tokens per page, the router's block size; at least 1), "
+    *error = "--workload needs --page-size N (tokens per page, the router's block size; at least 1), "
              "or \"page_size\" in --layout-json";
     return false;
   }
@@ -380,36 +384,36 @@ bool LoadWorkload(const CommandLine& flags, Workload* workload, std::string* err
   return LoadPrompts(flags, workload, error, exit_code);
 }
 
-// What to publish (--script, --sglang-workload or nothing with
+// What to publish (--script, --workload or nothing with
 // --keep-running) and what to hold as restored (--restore,
-// --restore-sglang-workload); the workload both may name is loaded once.
+// --restore-workload); the workload both may name is loaded once.
 bool LoadSources(const CommandLine& flags, Source* published, Source* restored, Workload* workload,
                  std::string* error, int* exit_code) {
   *exit_code = 2;
-  if (flags.Has("script") && flags.Has("sglang-workload")) {
-    *error = "give one of --script and --sglang-workload, not both";
+  if (flags.Has("script") && flags.Has("workload")) {
+    *error = "give one of --script and --workload, not both";
     return false;
   }
-  if (!flags.Has("script") && !flags.Has("sglang-workload") && !flags.Has("keep-running")) {
-    *error = "give --script or --sglang-workload (or --keep-running to publish nothing)";
+  if (!flags.Has("script") && !flags.Has("workload") && !flags.Has("keep-running")) {
+    *error = "give --script or --workload (or --keep-running to publish nothing)";
     return false;
   }
-  if (flags.Has("restore") && flags.Has("restore-sglang-workload")) {
-    *error = "give one of --restore and --restore-sglang-workload, not both";
+  if (flags.Has("restore") && flags.Has("restore-workload")) {
+    *error = "give one of --restore and --restore-workload, not both";
     return false;
   }
-  if (flags.Has("sglang-workload") && flags.Has("restore-sglang-workload")) {
-    *error = "--sglang-workload and --restore-sglang-workload name the same objects: give one";
+  if (flags.Has("workload") && flags.Has("restore-workload")) {
+    *error = "--workload and --restore-workload name the same objects: give one";
     return false;
   }
-  if ((flags.Has("restore") || flags.Has("restore-sglang-workload")) && !flags.Has("admin-port")) {
-    *error = "--restore and --restore-sglang-workload need --admin-port (only the admin server shows them)";
+  if ((flags.Has("restore") || flags.Has("restore-workload")) && !flags.Has("admin-port")) {
+    *error = "--restore and --restore-workload need --admin-port (only the admin server shows them)";
     return false;
   }
   if (!LoadGeneration(flags, &workload->generation, error)) return false;
   workload->end_with_cleared = flags.Has("end-with-cleared");
-  published->workload = flags.Has("sglang-workload");
-  restored->workload = flags.Has("restore-sglang-workload");
+  published->workload = flags.Has("workload");
+  restored->workload = flags.Has("restore-workload");
   if (flags.Has("script") && !LoadScript(flags.Get("script"), &published->script, error, exit_code)) return false;
   if (flags.Has("restore") && !LoadScript(flags.Get("restore"), &restored->script, error, exit_code)) return false;
   if (published->workload || restored->workload) return LoadWorkload(flags, workload, error, exit_code);
@@ -692,7 +696,12 @@ int Main(int argc, char** argv) {
     Announce(JsonLine(listening));
 
     int subscribed = 0;
-    if (flags.Has("wait-for-subscriber") || flags.Has("wait-subscribers-ms")) {
+    const bool waits = flags.Has("wait-for-subscriber") || flags.Has("wait-subscribers-ms");
+    if (!waits) {
+      // Those already there (a short poll drains their requests), so that a
+      // run that published to nobody can say so at the end.
+      subscribed = publisher.WaitForSubscriptions(static_cast<int>(subscribers), std::chrono::milliseconds(1), -1);
+    } else {
       const auto timeout = flags.Has("wait-for-subscriber") ? std::chrono::milliseconds(-1)
                                                             : std::chrono::milliseconds(wait_ms);
       subscribed = publisher.WaitForSubscriptions(static_cast<int>(subscribers), timeout, StopSignal::fd());
@@ -725,6 +734,16 @@ int Main(int argc, char** argv) {
         publisher.Flush();
       });
       interrupted = !leadership_lost();
+    }
+    publisher.Flush();
+    if (subscribed == 0 && publisher.sent_any()) {
+      subscribed = publisher.WaitForSubscriptions(1, std::chrono::milliseconds(1), -1);
+      if (subscribed == 0) {
+        std::fprintf(stderr,
+                     "sci-publish: no subscriber had subscribed: %d message%s went to nobody "
+                     "(--wait-for-subscriber or --wait-subscribers-ms MS waits for one first)\n",
+                     static_cast<int>(publisher.messages()), publisher.messages() == 1 ? "" : "s");
+      }
     }
     publisher.Close();  // flushes the last batch, then lingers
     if (admin != nullptr) admin->Stop();

@@ -101,15 +101,18 @@ after every clear it refills the index from the master's snapshot; with
 --etcd or --redis it follows the Mooncake HA leader named in that store's
 leader view (tcp://<leader ip>:<event-port>, snapshot
 http://<leader ip>:<admin-port>/get_all_keys). The subscriber consumes the
-messages, so instead of them it prints the resync's progress, a line each
-time one of its counters changes:
+messages, so instead of them it prints the resync's progress: a line each
+time resyncing, resyncs, resync_failures, snapshot_keys, leader_changes or
+subscriber_connected changes. keys and messages_received are shown as they
+are at that moment; their own changes print nothing (they change with every
+message):
 
   {"resync":{"elapsed_ms":812,"resyncing":false,"resyncs":1,"resync_failures":0,
              "snapshot_keys":1000,"leader_changes":1,"keys":1003,
              "subscriber_connected":true,"messages_received":4}}
 
 It stops after --max-messages messages received, after --timeout-ms without
-a change, or on SIGINT / SIGTERM, then prints {"stats":{...}}.
+a change of those six, or on SIGINT / SIGTERM, then prints {"stats":{...}}.
 
 flags:
 )";

@@ -2,7 +2,8 @@
 // subscriber, with resync and HA following, feeds an index, and the tool
 // prints the resync's progress instead of each message (the subscriber
 // consumes them). A line {"resync":{...}} whenever one of the counters
-// that tell a resync's story changes:
+// that tell a resync's story changes (keys and messages_received ride
+// along as they are; their own changes print nothing):
 //
 //   {"resync":{"elapsed_ms":812,"resyncing":false,"resyncs":1,
 //              "resync_failures":0,"snapshot_keys":1000,"leader_changes":1,
