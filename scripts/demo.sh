@@ -23,12 +23,37 @@ jobs=$(nproc 2>/dev/null || echo 2)
 echo "== dependencies"
 scripts/install-deps.sh
 
-echo "== building the library and sci-publish ($build)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target shared_cache_index sci-publish >/dev/null
-echo "== building the Rust router example (cargo, offline)"
-# From inside the crate, so cargo finds its .cargo/config.toml (Debian's crates).
-(cd rust-example && SCI_LIB_DIR=$build cargo build --quiet --offline --release --example router_demo)
+# The first run compiles for a few minutes: say so, and show how far it is.
+# CMake's "[ NN%]" lines become one line of progress; the whole log is kept
+# and shown if the build fails.
+build_log=$(mktemp)
+show_progress() {
+  local line pct last=""
+  while IFS= read -r line; do
+    echo "$line" >>"$build_log"
+    if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
+      pct=${BASH_REMATCH[1]}
+      if [[ $pct != "$last" ]]; then printf '\r   %3d%% (%ds)' "$pct" "$SECONDS"; last=$pct; fi
+    fi
+  done
+  printf '\r   done (%ds)      \n' "$SECONDS"
+}
+
+echo "== building the library and sci-publish ($build; the first time takes a few minutes on 2 cores)"
+SECONDS=0
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
+if ! cmake --build "$build" -j"$jobs" --target shared_cache_index sci-publish 2>&1 | show_progress; then
+  echo "demo: the build failed; its last lines:" >&2
+  tail -n 40 "$build_log" >&2
+  exit 1
+fi
+rm -f "$build_log"
+echo "== building the Rust router example (cargo, offline; about a minute the first time)"
+# From inside the crate, so cargo finds its .cargo/config.toml (Debian's
+# crates). Cargo shows its own progress.
+SECONDS=0
+(cd rust-example && SCI_LIB_DIR=$build cargo build --offline --release --example router_demo)
+echo "   done (${SECONDS}s)"
 
 work=$(mktemp -d)
 publisher=""
