@@ -118,9 +118,13 @@ typedef struct sci_index_options {
  * `removed` takes that medium away (medium names compared as bytes, up to 8
  * per index; a key stored with an empty medium, or loaded from a snapshot,
  * has unknown media and any removal drops it). Exact for per-medium masters
- * (the second generation); on a first-generation master, whose removal may
- * name another medium than the store, it could keep a removed key: never
- * the default. */
+ * (the second generation). Since 1.3 also safe on a first-generation master,
+ * whose removal means "no replica left" whatever medium it names: each
+ * decoded event shows its generation (the event map's dp_rank: nil on
+ * Mooncake main, an integer on the conductor line), and a first-generation
+ * removal drops the whole key, counted in residency_mismatches and warned
+ * of once. Events given through sci_index_apply_events are taken as the
+ * caller's rule says. Not the default (1.x keeps its meaning). */
 #define SCI_RESIDENCY_PER_MEDIUM 1
 #define SCI_INDEX_OPTIONS_INIT SCI_STRUCT_INIT_(sci_index_options)
 

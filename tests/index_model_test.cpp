@@ -607,6 +607,9 @@ void Encode(const PageBatch& batch, EncodedMessage* m) {
     out.group_id = e.group_id;
     out.tenant_id = e.tenant_id;
     out.medium = e.medium;
+    // The per-medium events of the model are the second generation's (a
+    // first-generation removal drops its whole key: residency_generation_test).
+    out.second_generation = true;
     events.push_back(out);
   }
   m->sequence = EncodeSequence(batch.sequence);

@@ -25,8 +25,8 @@ pub enum Residency {
     #[default]
     Object,
     /// A key is present while some medium holds it: exact for per-medium
-    /// (second-generation) masters; on a first-generation master it could
-    /// keep a removed key.
+    /// (second-generation) masters, and since 1.3 safe on a first-generation
+    /// one (a removal whose event shows that generation drops the whole key).
     PerMedium,
 }
 

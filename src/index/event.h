@@ -28,12 +28,21 @@ enum class EventKind : int32_t {
   kIgnored = 0,
 };
 
+// The Mooncake publisher generation an event's own bytes show
+// (wire-formats.md): main's publisher writes the event map's `dp_rank` as
+// nil, the conductor line's as an integer. A first-generation `removed`
+// means "no replica left", whatever medium it names, so the index never
+// keeps such a key on another medium (index-semantics.md, "Residency").
+// Unknown for events that carry no such map (the C API's, other formats').
+enum class PublisherGeneration : uint8_t { kUnknown = 0, kFirst = 1, kSecond = 2 };
+
 struct Event {
   EventKind kind = EventKind::kIgnored;
   std::string_view object_key;
   std::string_view group_id;   // empty = none
   std::string_view tenant_id;  // empty = "default"
   std::string_view medium;     // may be empty
+  PublisherGeneration generation = PublisherGeneration::kUnknown;
 };
 
 }  // namespace sci

@@ -157,13 +157,28 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   WarmUp(key, labelled ? &group : nullptr);
   if (event.kind == EventKind::kStored) MakeRoom(key, labelled ? &group : nullptr);
   // Under the object rule every key's media stay unknown (0).
-  const MediaSet medium = residency_ == Residency::kPerMedium ? media_names_.BitOf(event.medium) : 0;
+  const bool per_medium = residency_ == Residency::kPerMedium;
+  const MediaSet medium = per_medium ? media_names_.BitOf(event.medium) : 0;
+  if (event.generation != PublisherGeneration::kUnknown) {
+    counters_.stream_generation.Set(static_cast<uint64_t>(event.generation));
+  }
+  const bool removal = event.kind == EventKind::kRemoved;
+  // A first-generation master announces `removed` once no replica is left,
+  // whatever medium it names: under any residency option such a removal
+  // drops the whole key (issue #35; 1.2 kept it if another medium held it).
+  const bool first_generation_removal = removal && event.generation == PublisherGeneration::kFirst;
+  const bool per_medium_removal = removal && per_medium && !first_generation_removal && medium != 0;
+  // The stream contradicts the option: per-medium on a first-generation
+  // stream (which the line above makes safe), or the object rule on a
+  // second-generation one (safe, but it drops keys another medium holds).
+  const bool mismatch = removal && (per_medium ? first_generation_removal
+                                               : event.generation == PublisherGeneration::kSecond);
 
   {
     WriterLock lock(tables_lock_);
     if (event.kind == EventKind::kStored) {
       StoreKey(key, labelled ? &group : nullptr, group_head, medium);
-    } else if (residency_ == Residency::kPerMedium && KeptOnAnotherMedium(key, medium)) {
+    } else if (per_medium_removal && KeptOnAnotherMedium(key, medium)) {
       // Still present: neither the key nor any group changes (a verified
       // group keeps its fast path while every key is on some medium).
       counters_.medium_removals_kept.Add();
@@ -171,9 +186,26 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       RemoveKey(key, labelled ? &group : nullptr);
     }
   }
+  if (removal) (per_medium_removal ? counters_.removals_per_medium : counters_.removals_whole_key).Add();
+  if (mismatch) counters_.residency_mismatches.Add();
   counters_.events_applied.Add();
   // Logged with the table lock released: a log callback may query.
   if (event.kind == EventKind::kStored) WarnIfTailNumbersRanOut();
+  if (mismatch) WarnOfResidencyMismatch(first_generation_removal);
+}
+
+void Index::WarnOfResidencyMismatch(bool first_generation_removal) {
+  if (first_generation_removal) {
+    if (residency_mismatch_warning_.First()) {
+      Logf(LogLevel::kWarn,
+           "residency per-medium, but the stream is first-generation (its events' dp_rank is nil): its removals "
+           "mean no replica is left and drop the whole key (residency_mismatches counts them)");
+    }
+  } else if (residency_mismatch_note_.First()) {
+    Logf(LogLevel::kInfo,
+         "the stream is second-generation (per-medium events), and the index runs the object rule: a removal "
+         "from one medium drops a key another medium still holds (a miss); SCI_RESIDENCY_PER_MEDIUM keeps it");
+  }
 }
 
 Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key) const {

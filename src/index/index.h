@@ -72,6 +72,7 @@
 #include "absl/base/thread_annotations.h"
 #include "index/adoption_queue.h"
 #include "index/annotated_mutex.h"
+#include "common/warn_once.h"
 #include "index/event.h"
 #include "index/event_hash_digests.h"
 #include "index/fingerprint.h"
@@ -113,7 +114,8 @@ enum class Residency : uint32_t {
   kObject = 0,
   // A key is present while some medium holds it: `stored` adds its medium,
   // `removed` takes it away. Exact for per-medium (second-generation)
-  // masters; on a first-generation one it could keep a removed key.
+  // masters. Safe on a first-generation one too since 1.3: a removal whose
+  // event shows that generation (Event::generation) drops the whole key.
   kPerMedium = 1,
 };
 
@@ -469,6 +471,9 @@ class Index {
   // present key and says whether it is still on another medium (then the
   // removal changes nothing else). False: the key goes (RemoveKey).
   bool KeptOnAnotherMedium(const KeyName& key, MediaSet medium) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // Once per index and direction: the stream contradicts the residency
+  // option (ApplyEvent says which way).
+  void WarnOfResidencyMismatch(bool first_generation_removal);
   // A tenant's `cleared`: every key with the tenant's tag (fingerprint.h)
   // goes, as by a removal, a bounded run of the table at a time.
   void ClearTenant(uint64_t tenant_seed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
@@ -537,6 +542,8 @@ class Index {
 
   const uint64_t max_entries_;
   const Residency residency_;
+  WarnOnce residency_mismatch_warning_;  // per-medium on a first-generation stream
+  WarnOnce residency_mismatch_note_;     // the object rule on a second-generation stream
   const std::string head_group_prefix_;     // IndexOptions::head_group_prefix
   const std::string digest_key_separator_;  // IndexOptions::digest_key_separator
 

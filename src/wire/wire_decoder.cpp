@@ -31,6 +31,7 @@ struct MapEventFields {
   std::string_view group_id;
   std::string_view tenant_id;
   std::string_view medium;
+  PublisherGeneration generation = PublisherGeneration::kUnknown;  // from dp_rank
 };
 
 class PayloadDecoder {
@@ -171,6 +172,17 @@ class PayloadDecoder {
       case 6:
         if (key == "medium") return ReadStrOrNil(i, key, &f->medium);
         break;
+      case 7:
+        if (key == "dp_rank") {
+          // nil: Mooncake main's publisher; an integer: the conductor
+          // line's (PublisherGeneration). Anything else says nothing.
+          if (reader_.PeekType() == MsgpackType::kNil) {
+            f->generation = PublisherGeneration::kFirst;
+          } else if (reader_.PeekType() == MsgpackType::kUint) {
+            f->generation = PublisherGeneration::kSecond;
+          }
+        }
+        break;
       case 8:
         if (key == "group_id") return ReadStrOrNil(i, key, &f->group_id);
         if (key == "event_id") return CheckUintOrNil(i, key);
@@ -235,7 +247,7 @@ class PayloadDecoder {
         return true;
       }
     }
-    out_->events.push_back(Event{kind, f.object_key, f.group_id, f.tenant_id, f.medium});
+    out_->events.push_back(Event{kind, f.object_key, f.group_id, f.tenant_id, f.medium, f.generation});
     return true;
   }
 

@@ -243,7 +243,10 @@ class PresenceModel {
           if (e.kind == EventKind::kStored) {
             k.media = bit != 0 && k.present && k.media != 0 ? k.media | bit : bit;
             k.present = true;
-          } else if (k.present && bit != 0 && k.media != 0 && (k.media & ~bit) != 0) {
+          } else if (k.present && bit != 0 && e.generation != PublisherGeneration::kFirst && k.media != 0 &&
+                     (k.media & ~bit) != 0) {
+            // (A first-generation removal -- the event's dp_rank nil --
+            // means no replica is left: the whole key goes.)
             k.media &= ~bit;
           } else {
             k.present = false;
