@@ -610,15 +610,20 @@ typedef struct sci_stats {
                                     on another medium */
     /* ---- 1.3 (written only when struct_size covers them) ---- */
     uint64_t block_size_mismatches; /* queries whose block size is not the layout's (answered with no pages) */
-    uint64_t tail_losses; /* gaps found through the publisher's counters (a loss at the tail of a quiet stream) */
-    uint64_t restarts_suspected; /* reconnects after which continuity could not be proven (cleared, resynced) */
+    uint64_t tail_losses; /* gaps found through the publisher's counters (a loss at the tail of a quiet
+                             stream); 0 until the status endpoint is read (a later 1.3 build) */
+    uint64_t restarts_suspected; /* reconnects whose next batch continued the sequence but not the event
+                                    ids: a restarted publisher (cleared, resynced if configured) */
     uint64_t resyncs_anchored; /* resyncs whose catch-up ended at a batch the publisher's counters anchor */
     uint64_t resyncs_timed; /* resyncs whose catch-up ended on the timer (no status endpoint) */
     uint64_t status_unavailable; /* reads of the publisher's status endpoint that failed or found none */
     uint64_t removals_per_medium; /* removals applied to one medium of their key (per-medium rule) */
-    uint64_t removals_whole_key; /* removals applied to the whole key (object rule) */
+    uint64_t removals_whole_key; /* removals applied to the whole key (object rule, first-generation
+                                    removals, removals on no known medium) */
     uint64_t stream_generation; /* gauge: publisher generation the stream has shown (0 unknown, 1, 2) */
-    uint64_t residency_mismatches; /* events that contradict the residency option */
+    uint64_t residency_mismatches; /* removals whose publisher generation contradicts the residency
+                                      option (first-generation under per-medium: applied to the whole
+                                      key; second-generation under object: may cost a hit) */
     uint64_t subscriber_failures; /* failures of the subscriber's loop, each clearing the index: out of memory
                                      or no thread (it resumes, resyncing if configured), or a socket error (it
                                      stops, logged at error level) */

@@ -238,7 +238,8 @@ pub struct Stats {
     pub block_size_mismatches: u64,
     /// Gaps found through the publisher's counters (a loss at the tail of a quiet stream) (added in 1.3).
     pub tail_losses: u64,
-    /// Reconnects after which continuity could not be proven (cleared, resynced) (added in 1.3).
+    /// Reconnects whose next batch continued the sequence but not the event
+    /// ids: a restarted publisher (cleared, resynced if configured) (added in 1.3).
     pub restarts_suspected: u64,
     /// Resyncs whose catch-up ended at a batch the publisher's counters anchor (added in 1.3).
     pub resyncs_anchored: u64,
@@ -248,13 +249,15 @@ pub struct Stats {
     pub status_unavailable: u64,
     /// Removals applied to one medium of their key (per-medium rule) (added in 1.3).
     pub removals_per_medium: u64,
-    /// Removals applied to the whole key (object rule) (added in 1.3).
+    /// Removals applied to the whole key: object rule, first-generation
+    /// removals, removals on no known medium (added in 1.3).
     pub removals_whole_key: u64,
     /// Gauge: publisher generation the stream has shown (0 unknown, 1, 2) (added in 1.3).
     pub stream_generation: u64,
-    /// Events that contradict the residency option (added in 1.3).
+    /// Removals whose publisher generation contradicts the residency option (added in 1.3).
     pub residency_mismatches: u64,
-    /// Failures the subscriber's loop recovered from (each cleared the index) (added in 1.3).
+    /// Failures of the subscriber's loop, each clearing the index: out of
+    /// memory or no thread (it resumes), or a socket error (it stops) (added in 1.3).
     pub subscriber_failures: u64,
 }
 

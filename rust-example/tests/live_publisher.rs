@@ -220,7 +220,9 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
         .stale_after(Duration::from_secs(600));
     let _subscriber = Subscriber::start(index.clone(), &options).unwrap();
     let mut scratch = PageScratch::new();
-    let run = |script: &str, file: &str, first_sequence: Option<u64>| -> Summary {
+    // `first`: the sequence and event id to resume at (a master that goes on
+    // after a blip), or a fresh master's 1 and 1.
+    let run = |script: &str, file: &str, first: Option<(u64, u64)>| -> Summary {
         let path = tmp.file(file, script);
         let mut list = args(&[
             "--endpoint",
@@ -230,8 +232,13 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
             "--wait-subscribers-ms",
             "20000",
         ]);
-        if let Some(first) = first_sequence {
-            list.extend(args(&["--first-sequence", &first.to_string()]));
+        if let Some((sequence, event_id)) = first {
+            list.extend(args(&[
+                "--first-sequence",
+                &sequence.to_string(),
+                "--first-event-id",
+                &event_id.to_string(),
+            ]));
         }
         let summary = Publisher::start(&list).finish(PUBLISH_TIMEOUT);
         assert_eq!(summary.subscribers, 1, "{:?}", summary);
@@ -264,11 +271,16 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
     let stats = index.stats().unwrap();
     assert_eq!((stats.keys, stats.sequence_gaps), (2 * 6 * 4 - 1, 0));
 
-    // Run 2, a new publisher process continuing the sequence: a reconnect
-    // that lost nothing keeps the state.
+    // Run 2, a new publisher process continuing the sequence and the event
+    // ids (the same master after a blip): a reconnect that lost nothing
+    // keeps the state.
     let mut script = String::new();
     store_script(&spec_layout, &c, &mut script);
-    let second = run(&script, "run2.txt", Some(first.last_sequence + 1));
+    let second = run(
+        &script,
+        "run2.txt",
+        Some((first.last_sequence + 1, first.events + 1)),
+    );
     assert_eq!(
         hit_ranges(&index, &layout, &a, &mut scratch),
         vec![0..2, 3..6]
@@ -276,6 +288,7 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
     assert_eq!(hit_ranges(&index, &layout, &b, &mut scratch), vec![0..6]);
     assert_eq!(hit_ranges(&index, &layout, &c, &mut scratch), vec![0..6]);
     assert_eq!(index.stats().unwrap().sequence_gaps, 0);
+    assert_eq!(index.stats().unwrap().restarts_suspected, 0);
     assert!(index.stats().unwrap().subscriber_connects >= 2);
 
     // Run 3: the publisher skips two sequence numbers (its queue overflowed),
@@ -285,7 +298,11 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
     // removes, and D follows in sequence.
     let mut script = String::from("gap 2\nremoved never-stored\nflush\n");
     store_script(&spec_layout, &d, &mut script);
-    let third = run(&script, "run3.txt", Some(second.last_sequence + 1));
+    let third = run(
+        &script,
+        "run3.txt",
+        Some((second.last_sequence + 1, first.events + second.events + 1)),
+    );
     assert_eq!(third.skipped_sequences, 2);
     for gone in [&a, &b, &c] {
         assert!(hit_ranges(&index, &layout, gone, &mut scratch).is_empty());
@@ -300,12 +317,26 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
     // Run 4: the master restarted (sequences from 1 again) and stores A.
     let mut script = String::new();
     store_script(&spec_layout, &a, &mut script);
-    run(&script, "run4.txt", None);
+    let fourth = run(&script, "run4.txt", None);
     assert!(hit_ranges(&index, &layout, &d, &mut scratch).is_empty());
     assert_eq!(hit_ranges(&index, &layout, &a, &mut scratch), vec![0..6]);
     let stats = index.stats().unwrap();
     assert_eq!(
         (stats.keys, stats.sequence_gaps, stats.malformed_messages),
         (6 * 4, 2, 0)
+    );
+
+    // Run 5: restarted again, and it resumes exactly at the cursor + 1 (the
+    // sequence cannot show it), but its event ids start at 1: A is gone,
+    // and its one batch of B begins a run (stores withheld).
+    let mut script = String::new();
+    store_script(&spec_layout, &b, &mut script);
+    run(&script, "run5.txt", Some((fourth.last_sequence + 1, 1)));
+    assert!(hit_ranges(&index, &layout, &a, &mut scratch).is_empty());
+    assert!(hit_ranges(&index, &layout, &b, &mut scratch).is_empty());
+    let stats = index.stats().unwrap();
+    assert_eq!(
+        (stats.keys, stats.sequence_gaps, stats.restarts_suspected),
+        (0, 2, 1)
     );
 }

@@ -62,7 +62,8 @@ inline void WarnUnknownFields(const nlohmann::json& object, std::string_view whe
   constexpr size_t kMaxWarnings = 16;
   constexpr size_t kMaxNameBytes = 64;
   size_t warned = 0, unknown = 0;
-  for (const auto& [name, value] : object.items()) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const std::string& name = it.key();  // (not a structured binding: clang 14 cannot capture one)
     const auto is = [&name](std::string_view field) { return field == name; };
     if (std::any_of(known.begin(), known.end(), is) || std::any_of(also_ignored.begin(), also_ignored.end(), is)) {
       continue;

@@ -49,7 +49,11 @@ void PackTimestamp(Packer& packer, int64_t timestamp_ms) {
 void PackHead(Packer& packer, int64_t timestamp_ms, const MooncakeEvent& event, std::string_view event_type,
               std::string_view type) {
   PackStr(packer, "event_id");
-  packer.pack_uint64(event.event_id);
+  if (event.event_id_nil) {
+    packer.pack_nil();
+  } else {
+    packer.pack_uint64(event.event_id);
+  }
   PackStr(packer, "timestamp");
   PackTimestamp(packer, timestamp_ms);
   PackStr(packer, "event_type");

@@ -12,6 +12,7 @@ namespace sci {
 
 struct MooncakeEvent {
   uint64_t event_id = 0;
+  bool event_id_nil = false;  // writes event_id as nil (no publisher does; tests of its absence)
   bool stored = true;                 // "stored" / "removed"
   // The second generation's "cleared" (type AllBlocksCleared): every medium
   // of `tenant_id` is empty. It names no object, so `stored`, object_key,

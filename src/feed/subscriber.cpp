@@ -537,6 +537,9 @@ class Subscriber::Loop {
     // a message proving the next connection.
     DrainData(-1);
     resync_.OnConnectionLost();
+    // A publisher restarted meanwhile could resume at our cursor + 1: the
+    // next batch must show it is the same one (Index::RequireEventContinuity).
+    index_.RequireEventContinuity();
     connected_ = false;
     index_.counters().subscriber_connected.Set(false);
     index_.counters().subscriber_disconnects.Add();
@@ -580,8 +583,6 @@ class Subscriber::Loop {
          options_.stale_after_ms);
   }
 
-  // The thread cannot go on: the index will never be updated again, so it
-  // must not keep answering from what it has.
   // A failure the loop cannot recover from (a socket error): the index can
   // no longer be kept current, so it is emptied, and the stop is counted
   // and logged at error level for the caller to see.

@@ -36,6 +36,14 @@ enum class EventKind : int32_t {
 // Unknown for events that carry no such map (the C API's, other formats').
 enum class PublisherGeneration : uint8_t { kUnknown = 0, kFirst = 1, kSecond = 2 };
 
+// A batch's event_id numbers (the Mooncake production format's per-event
+// counter), when every event of it carried one.
+struct BatchEventIds {
+  bool known = false;
+  uint64_t first = 0;
+  uint64_t last = 0;
+};
+
 struct Event {
   EventKind kind = EventKind::kIgnored;
   std::string_view object_key;

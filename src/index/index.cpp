@@ -16,7 +16,13 @@ Index::Index(IndexOptions options)
 
 // ---------------------------------------------------------------- writer --
 
-void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules) {
+void Index::RequireEventContinuity() {
+  WriterLock apply(apply_mu_);
+  continuity_required_ = true;
+}
+
+void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules,
+                       const BatchEventIds& ids) {
   WriterLock apply(apply_mu_);
   // Everything in the try, logging included: a batch that fails anywhere,
   // even before its first event, is lost with its removals, and the cursor
@@ -31,14 +37,38 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       return;
     }
     const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
+    // After a lost connection, a batch that continues the sequence must
+    // continue the event ids too (RequireEventContinuity); one without ids
+    // cannot show it. Judged on the first batch with events.
+    bool restart = false;
+    if (continuity_required_ && (!has_sequence_ || gap)) continuity_required_ = false;  // judged by the cursor
+    if (continuity_required_ && !events.empty()) {
+      continuity_required_ = false;
+      restart = !(ids.known && has_event_id_ && ids.first == last_event_id_ + 1);
+    }
     // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
     const bool withhold_stores =
-        rules == SequenceRules::kMooncakeProduction && (gap || !has_sequence_) && sequence != 1;
+        rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1;
     if (gap) {
       // Lost batches (or a restarted publisher): what we hold may be stale, and
       // stale means false hits. Start over from this batch.
       counters_.sequence_gaps.Add();
       Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", last_sequence_ + 1, sequence);
+      ClearTables();
+      counters_.clears.Add();
+    } else if (restart) {
+      counters_.restarts_suspected.Add();
+      if (ids.known && has_event_id_) {
+        Logf(LogLevel::kWarn,
+             "publisher restart suspected: batch %d follows %d after a reconnect, but its first event id is %d, "
+             "not %d; index cleared",
+             sequence, last_sequence_, ids.first, last_event_id_ + 1);
+      } else {
+        Logf(LogLevel::kWarn,
+             "publisher restart suspected: batch %d follows %d after a reconnect, and no event ids show it is the "
+             "same publisher; index cleared",
+             sequence, last_sequence_);
+      }
       ClearTables();
       counters_.clears.Add();
     }
@@ -67,6 +97,11 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
   last_sequence_ = sequence;
   last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
   has_sequence_mirror_.store(true, std::memory_order_relaxed);
+  // An empty batch carries no id and breaks no chain.
+  if (!events.empty()) {
+    has_event_id_ = ids.known;
+    last_event_id_ = ids.last;
+  }
   counters_.batches_applied.Add();
 }
 
@@ -92,6 +127,7 @@ void Index::Release() {
 void Index::ResumeAt(uint64_t sequence) {
   WriterLock apply(apply_mu_);
   has_sequence_ = true;
+  has_event_id_ = false;  // unknown: a later reconnect cannot prove continuity (a resync then)
   last_sequence_ = sequence;
   last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
   has_sequence_mirror_.store(true, std::memory_order_relaxed);
@@ -732,6 +768,8 @@ void Index::ClearTenant(uint64_t tenant_seed) {
 void Index::ResetCursor() {
   // The batch after a clear starts a new history: it must not count as a gap.
   has_sequence_ = false;
+  has_event_id_ = false;
+  continuity_required_ = false;
   has_sequence_mirror_.store(false, std::memory_order_relaxed);
 }
 

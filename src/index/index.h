@@ -187,8 +187,20 @@ class Index {
   // Applies one batch under `sequence`: duplicate ignored, gap clears first.
   // A resync replaying buffered messages goes through here too, so the
   // first of them begins a run like any batch after a clear.
-  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain)
-      ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // `ids`: the batch's event_id numbers, when its format carries them (the
+  // Mooncake production format), for RequireEventContinuity.
+  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain,
+                  const BatchEventIds& ids = {}) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+
+  // The connection the batches came on was lost (issue #35 §2): a publisher
+  // that restarted meanwhile starts its sequence at 1 again, and if it sent
+  // exactly as many batches as our cursor before we reconnected, its next
+  // batch looks like last + 1. So the next batch with events that continues
+  // the sequence must also continue the event ids (first = last applied + 1),
+  // which a restart resets; otherwise it is read as a restart: the index is
+  // cleared (restarts_suspected) and the batch begins a run. A network blip
+  // that was not a restart costs nothing.
+  void RequireEventContinuity() ABSL_LOCKS_EXCLUDED(apply_mu_);
 
   // Forgets keys, groups and the cursor; counts a clear.
   void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
@@ -613,6 +625,11 @@ class Index {
   AnnotatedMutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
   bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // The last applied batch's last event id, if its events all had one
+  // since the cursor was set (RequireEventContinuity).
+  bool has_event_id_ ABSL_GUARDED_BY(apply_mu_) = false;
+  uint64_t last_event_id_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  bool continuity_required_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // See Hold(). Written by the writer; readers test it with tables_lock_
   // held, so a reader that can see a snapshot key also sees the hold.

@@ -67,7 +67,7 @@
     "Per-medium residency: removals that left their key present on another medium.") \
   X(block_size_mismatches, uint64_t, COUNTER, READERS, "Page queries whose block size is not the layout's (answered with 0 pages).") \
   X(tail_losses, uint64_t, COUNTER, SUBSCRIBER, "Gaps found through the publisher's counters while the stream was quiet: each cleared and resynced.") \
-  X(restarts_suspected, uint64_t, COUNTER, SUBSCRIBER, "Reconnects after which the publisher's continuity could not be proven: each cleared and resynced.") \
+  X(restarts_suspected, uint64_t, COUNTER, WRITER, "Reconnects after which the batch that continued the sequence did not continue the event ids (a publisher restart): each cleared the index.") \
   X(resyncs_anchored, uint64_t, COUNTER, SUBSCRIBER, "Resyncs whose catch-up ended at a batch anchored by the publisher's counters.") \
   X(resyncs_timed, uint64_t, COUNTER, SUBSCRIBER, "Resyncs whose catch-up ended on the timer (no status endpoint).") \
   X(status_unavailable, uint64_t, COUNTER, SUBSCRIBER, "Reads of the publisher's status endpoint that failed or found none.") \

@@ -14,7 +14,8 @@ BatchPublisher::BatchPublisher(PublisherConfig config)
     : config_(std::move(config)),
       context_(1),
       socket_(context_, zmq::socket_type::xpub),
-      next_sequence_(config_.first_sequence) {
+      next_sequence_(config_.first_sequence),
+      next_event_id_(config_.first_event_id) {
   pending_.reserve(config_.max_batch);
   views_.reserve(config_.max_batch);
 }

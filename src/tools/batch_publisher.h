@@ -32,6 +32,7 @@ struct PublisherConfig {
   double rate = 0;                      // events per second; 0 = as fast as possible
   std::optional<int64_t> timestamp_ms;  // fixed batch timestamp (reproducible bytes); else the clock
   uint64_t first_sequence = 1;
+  uint64_t first_event_id = 1;  // a master that goes on after a blip continues its event ids
   std::string backend_id = "mooncake-master-0";
   bool second_generation = false;  // the second-generation field order (MooncakeEvent)
   int send_hwm = 0;  // ZeroMQ messages queued per subscriber before dropping; 0 = never drop

@@ -59,6 +59,8 @@ constexpr FlagSpec kFlags[] = {
     {"linger-ms", "MS", "at the end, wait up to MS for queued messages to leave (default 2000)"},
     {"topic", "T", "topic frame (default empty, as the production publisher)"},
     {"first-sequence", "S", "sequence of the first message (default 1, as a fresh master)"},
+    {"first-event-id", "E", "event_id of the first event (default 1, as a fresh master; with --first-sequence, "
+                            "a master that goes on after a blip: a restarted one starts both at 1)"},
     {"timestamp-ms", "MS", "fixed batch timestamp, for reproducible bytes (default: the clock)"},
     {"backend-id", "ID", "backend_id of every event (default mooncake-master-0)"},
     {"sndhwm", "N", "messages queued per subscriber before ZeroMQ drops (default 0: never drop)"},
@@ -440,6 +442,7 @@ bool LoadConfig(const CommandLine& flags, PublisherConfig* config, std::string* 
       !flags.GetUint("linger-ms", 2000, INT32_MAX, &linger, error) ||
       !flags.GetUint("sndhwm", 0, INT32_MAX, &hwm, error) ||
       !flags.GetUint("first-sequence", 1, UINT64_MAX, &config->first_sequence, error) ||
+      !flags.GetUint("first-event-id", 1, UINT64_MAX, &config->first_event_id, error) ||
       !flags.GetDouble("rate", 0, &config->rate, error)) {
     return false;
   }

@@ -62,7 +62,8 @@ bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames
   // Only the production publisher numbers a batch after encoding it (see SequenceRules).
   const SequenceRules rules =
       scratch.format == WireFormat::kMooncake ? SequenceRules::kMooncakeProduction : SequenceRules::kPlain;
-  index.ApplyBatch(scratch.sequence, scratch.events, rules);  // clears the index itself if it throws
+  const BatchEventIds ids{scratch.event_ids_known, scratch.first_event_id, scratch.last_event_id};
+  index.ApplyBatch(scratch.sequence, scratch.events, rules, ids);  // clears the index itself if it throws
   return true;
 }
 

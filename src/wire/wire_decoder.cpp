@@ -32,6 +32,8 @@ struct MapEventFields {
   std::string_view tenant_id;
   std::string_view medium;
   PublisherGeneration generation = PublisherGeneration::kUnknown;  // from dp_rank
+  bool has_event_id = false;
+  uint64_t event_id = 0;
 };
 
 class PayloadDecoder {
@@ -185,7 +187,7 @@ class PayloadDecoder {
         break;
       case 8:
         if (key == "group_id") return ReadStrOrNil(i, key, &f->group_id);
-        if (key == "event_id") return CheckUintOrNil(i, key);
+        if (key == "event_id") return ReadEventId(i, key, f);
         break;
       case 9:
         if (key == "tenant_id") return ReadStrOrNil(i, key, &f->tenant_id);
@@ -222,6 +224,14 @@ class PayloadDecoder {
 
   bool AddMooncakeEvent(uint32_t i, const MapEventFields& f) {
     if (!ClaimFormat(i, WireFormat::kMooncake)) return false;
+    // The message's event ids: known while every event carries one.
+    if (i == 0) {
+      out_->event_ids_known = f.has_event_id;
+      out_->first_event_id = f.event_id;
+    } else if (!f.has_event_id) {
+      out_->event_ids_known = false;
+    }
+    out_->last_event_id = f.event_id;
     EventKind kind;
     const std::string_view type = f.event_type;
     if (type == "stored" || (type.empty() && f.type == "BlockStored")) {
@@ -347,6 +357,13 @@ class PayloadDecoder {
     return true;
   }
 
+  bool ReadEventId(uint32_t i, std::string_view key, MapEventFields* f) {
+    if (reader_.PeekType() == MsgpackType::kNil) return reader_.ReadNil();
+    if (!reader_.ReadUint64(&f->event_id)) return ReadFailure(FieldName(i, key), "uint or nil");
+    f->has_event_id = true;
+    return true;
+  }
+
   bool CheckUintOrNil(uint32_t i, std::string_view key) {
     if (reader_.PeekType() == MsgpackType::kNil) return reader_.ReadNil();
     uint64_t unused = 0;
@@ -419,6 +436,9 @@ bool DecodeMessage(std::span<const std::span<const uint8_t>> frames, DecodedMess
   out->dp_rank = 0;
   out->unknown_event_types = 0;
   out->unknown_keyless_type = {};
+  out->event_ids_known = false;
+  out->first_event_id = 0;
+  out->last_event_id = 0;
   if (frames.size() != kFrameCount) {
     return FailFrames(error, sci::StrFormat("message has %d frames, expected 3 (topic, sequence, payload)",
                                              frames.size()));

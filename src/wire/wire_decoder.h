@@ -78,6 +78,14 @@ struct DecodedMessage {
   // The type of the first of them that named no key (decoded as a clear of
   // its tenant), for the log; empty if none. A view into the frames.
   std::string_view unknown_keyless_type;
+  // The production events' event_id numbers: per publisher, per event sent,
+  // from 1, consecutive across the batches it sends (an event dropped from
+  // its queue gets none); a restarted publisher starts again at 1
+  // (wire-formats.md). The first and last of this message's map events,
+  // valid when event_ids_known: every one of them carried a number.
+  bool event_ids_known = false;
+  uint64_t first_event_id = 0;
+  uint64_t last_event_id = 0;
 };
 
 // Decodes one ZeroMQ multipart message. On malformed input returns false and sets *error to a
