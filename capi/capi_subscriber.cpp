@@ -51,7 +51,9 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
           std::tuple{"etcd_endpoints", SCI_HAS(etcd_endpoints), opts->etcd_endpoints, &etcd_endpoints},
           std::tuple{"cluster_id", SCI_HAS(cluster_id), opts->cluster_id, &cluster_id},
           // 1.2: a caller compiled before it gets 1.1's behaviour (no Redis).
-          std::tuple{"redis_endpoint", SCI_HAS(redis_endpoint), opts->redis_endpoint, &options.redis_endpoint}}) {
+          std::tuple{"redis_endpoint", SCI_HAS(redis_endpoint), opts->redis_endpoint, &options.redis_endpoint},
+          // 1.3: a caller compiled before it gets the status derived from snapshot_url.
+          std::tuple{"status_url", SCI_HAS(status_url), opts->status_url, &options.status_url}}) {
       if (!has) continue;
       std::string_view view;
       if (!ToView(in, &view)) {
@@ -70,6 +72,7 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
     }
     if (SCI_HAS(event_port)) options.event_port = opts->event_port;
     if (SCI_HAS(admin_port) && opts->admin_port != 0) options.admin_port = opts->admin_port;
+    if (SCI_HAS(status_poll_ms) && opts->status_poll_ms != 0) options.status_poll_ms = opts->status_poll_ms;
 #undef SCI_HAS
 
     if (index->core->has_subscriber.exchange(true)) {

@@ -443,6 +443,18 @@ typedef struct sci_subscriber_options {
                                  leader whose view is the Redis hash mooncake-store/{<cluster_id>}/master_view
                                  (fields leader_address, view_version), with cluster_id, event_port and
                                  admin_port as for etcd */
+
+    /* ---- 1.3 (read only when struct_size covers them) ---- */
+    sci_str status_url;       /* the master's GET /kv_events/status; empty = derived from snapshot_url
+                                 (same scheme, host and port, path /kv_events/status), or from the
+                                 leader's with HA following; ignored when neither is set. Read while
+                                 connected and quiet: if the master has published more batches than
+                                 the last sequence applied and nothing comes within a grace period
+                                 (max(status_poll_ms, 250 ms)), the tail of the stream was lost: the
+                                 index is cleared (tail_losses). A master without the endpoint is
+                                 followed as in 1.2 (status_unavailable, one warning) */
+    uint32_t status_poll_ms;  /* how often a connected, quiet subscriber reads it; 0 = 1000 ms;
+                                 UINT32_MAX = never */
 } sci_subscriber_options;
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
@@ -610,12 +622,13 @@ typedef struct sci_stats {
                                     on another medium */
     /* ---- 1.3 (written only when struct_size covers them) ---- */
     uint64_t block_size_mismatches; /* queries whose block size is not the layout's (answered with no pages) */
-    uint64_t tail_losses; /* gaps found through the publisher's counters (a loss at the tail of a quiet
-                             stream); 0 until the status endpoint is read (a later 1.3 build) */
+    uint64_t tail_losses; /* losses at the tail of a quiet stream, found through the master's status
+                             (status_url): each cleared the index */
     uint64_t restarts_suspected; /* reconnects whose next batch continued the sequence but not the event
                                     ids: a restarted publisher (cleared, resynced if configured) */
-    uint64_t resyncs_anchored; /* resyncs whose catch-up ended at a batch the publisher's counters anchor */
-    uint64_t resyncs_timed; /* resyncs whose catch-up ended on the timer (no status endpoint) */
+    uint64_t resyncs_anchored; /* resyncs whose catch-up ended at a batch the publisher's counters anchor
+                                  (reserved: 0 in this build) */
+    uint64_t resyncs_timed; /* resyncs whose catch-up ended on the timer (reserved: 0 in this build) */
     uint64_t status_unavailable; /* reads of the publisher's status endpoint that failed or found none */
     uint64_t removals_per_medium; /* removals applied to one medium of their key (per-medium rule) */
     uint64_t removals_whole_key; /* removals applied to the whole key (object rule, first-generation

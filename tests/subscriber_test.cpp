@@ -643,6 +643,32 @@ TEST_F(CapiSubscriber, ResyncAndEtcdOptionsAreValidated) {
   ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->etcd_endpoints");
 }
 
+TEST_F(CapiSubscriber, StatusOptionsAreValidatedAndReadOnlyWhenTheStructHasThem) {
+  sci_subscriber_options options = COptions("tcp://127.0.0.1:1");
+  options.status_url = S("ftp://master/kv_events/status");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->status_url");
+  options.status_url = sci_str{nullptr, 4};
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->status_url has a NULL ptr");
+  options.status_url = S("http://127.0.0.1:1/kv_events/status");
+  options.status_poll_ms = UINT32_MAX - 1;
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->status_poll_ms");
+  options.status_poll_ms = UINT32_MAX;  // never
+  sci_subscriber* sub = nullptr;
+  ASSERT_EQ(sci_subscriber_start(index_, &options, &sub), SCI_OK) << sci_last_error();
+  sci_subscriber_stop(sub);
+  // A 1.2 caller's struct ends at redis_endpoint: the new fields are not read.
+  options.struct_size = offsetof(sci_subscriber_options, status_url);
+  options.status_url = S("ftp://not-read");
+  ASSERT_EQ(sci_subscriber_start(index_, &options, &sub), SCI_OK) << sci_last_error();
+  sci_subscriber_stop(sub);
+  // With HA following the status is the leader's.
+  options = COptions("");
+  options.etcd_endpoints = S("http://127.0.0.1:1");
+  options.event_port = 5557;
+  options.status_url = S("http://127.0.0.1:1/kv_events/status");
+  ExpectRejected(&options, SCI_ERR_INVALID_ARGUMENT, "opts->status_url must be empty with etcd_endpoints");
+}
+
 TEST_F(CapiSubscriber, AReleaseOneStructIgnoresTheNewFields) {
   sci_subscriber_options options = COptions("tcp://127.0.0.1:1");
   options.struct_size = offsetof(sci_subscriber_options, snapshot_url);

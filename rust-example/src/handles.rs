@@ -837,6 +837,8 @@ impl Subscriber {
             event_port: options.event_port,
             admin_port: options.admin_port,
             redis_endpoint: sci_str(options.redis_endpoint.as_bytes()),
+            status_url: sci_str(options.status_url.as_bytes()),
+            status_poll_ms: options.status_poll_ms,
         };
         let mut out = ptr::null_mut();
         // SAFETY: the options borrow live strings for the call (C2, C3). The

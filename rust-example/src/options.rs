@@ -55,6 +55,8 @@ pub struct SubscriberOptions {
     pub(crate) event_port: u32,
     pub(crate) admin_port: u32,
     pub(crate) redis_endpoint: String,
+    pub(crate) status_url: String,
+    pub(crate) status_poll_ms: u32,
 }
 
 impl SubscriberOptions {
@@ -75,7 +77,28 @@ impl SubscriberOptions {
             event_port: 0,
             admin_port: 0,
             redis_endpoint: String::new(),
+            status_url: String::new(),
+            status_poll_ms: 0,
         }
+    }
+
+    /// The master's `GET /kv_events/status` (added in 1.3), read while the
+    /// stream is connected and quiet to find a loss at its tail (the index
+    /// is cleared, `tail_losses`). Unset: beside the snapshot URL, or the
+    /// leader's with HA following.
+    pub fn status_url(mut self, url: impl Into<String>) -> Self {
+        self.status_url = url.into();
+        self
+    }
+
+    /// How often a quiet stream's status is read (zero = 1 s); `None`:
+    /// never (added in 1.3).
+    pub fn status_poll(mut self, interval: Option<Duration>) -> Self {
+        self.status_poll_ms = match interval {
+            Some(interval) => millis(interval),
+            None => u32::MAX,
+        };
+        self
     }
 
     /// Follow the Mooncake HA leader named in etcd instead of a fixed

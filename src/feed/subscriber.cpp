@@ -28,6 +28,7 @@
 #include "feed/leader_follower.h"
 #include "feed/redis_view.h"
 #include "feed/resync.h"
+#include "feed/tail_watch.h"
 #include "feed/stuck_report.h"
 #include "feed/wake_signal.h"
 #include "wire/message_apply.h"
@@ -130,6 +131,14 @@ std::unique_ptr<LeaderViewSource> MakeLeaderViewSource(const SubscriberOptions& 
                                           options.proxy_from_env);
 }
 
+TailWatchOptions TailWatchOptionsOf(const SubscriberOptions& options) {
+  TailWatchOptions t;
+  t.status_url = options.status_url;
+  t.poll_ms = options.status_poll_ms;
+  t.proxy_from_env = options.proxy_from_env;
+  return t;
+}
+
 ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   ResyncOptions r;
   r.snapshot_url = options.snapshot_url;
@@ -167,6 +176,7 @@ class Subscriber::Loop {
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
         context_(1),
         resync_(index_, ResyncOptionsOf(options), wake_),
+        tail_watch_(TailWatchOptionsOf(options), options.snapshot_url, wake_),
         stuck_(std::chrono::milliseconds(options.stale_after_ms)) {}
 
   // Configures and connects the SUB socket on the caller's thread. Without
@@ -271,6 +281,7 @@ class Subscriber::Loop {
  private:
   void Serve() {
     doubt_since_ = Clock::now();  // nothing has proved the index's contents yet
+    last_message_at_ = doubt_since_;
     seen_clears_ = index_.counters().clears.Get();
     while (true) {
       // Before sleeping: the sleep must end in time for a warning that is due.
@@ -279,7 +290,10 @@ class Subscriber::Loop {
                                 {data_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       const int n_items = data_.handle() != nullptr ? 3 : 1;
-      if (zmq_poll(items, n_items, resync_.PollTimeoutMs(PollTimeoutMs(), Clock::now())) < 0) {
+      const Clock::time_point before_sleep = Clock::now();
+      const long timeout_ms = tail_watch_.PollTimeoutMs(resync_.PollTimeoutMs(PollTimeoutMs(), before_sleep),
+                                                        before_sleep, WatchingTail(), last_message_at_);
+      if (zmq_poll(items, n_items, timeout_ms) < 0) {
         if (zmq_errno() == EINTR) continue;
         throw zmq::error_t();  // ETERM: Stop() was called
       }
@@ -297,6 +311,11 @@ class Subscriber::Loop {
         if (items[1].revents & ZMQ_POLLIN) DrainData(kMaxMessagesPerWake);
       }
       CheckStale(Clock::now());
+      if (tail_watch_.Poll(Clock::now(), WatchingTail(), last_message_at_, index_)) {
+        // Batches the master sent never came: their removals are lost. The
+        // cursor goes with the clear, so a resync waits for the next message.
+        index_.Clear();
+      }
       ResyncIfCleared(Clock::now());
       // A download due (its back-off over) starts here, message or not.
       PollResync();
@@ -361,6 +380,7 @@ class Subscriber::Loop {
       // A new publisher is a new sequence space: what the index holds came
       // from the old one. Clear, then resync from the new snapshot.
       resync_.SetUrl(request->snapshot_url);
+      tail_watch_.SetSnapshotUrl(request->snapshot_url);
       if (resync_.enabled()) {
         resync_.Begin(doubt_since_);
       } else {
@@ -488,7 +508,12 @@ class Subscriber::Loop {
     return kept;
   }
 
+  // Whether a loss at the stream's tail is worth looking for: the stream is
+  // followed and trusted, and holds what the index answers from.
+  bool WatchingTail() const { return connected_ && trusted_ && !resync_.active(); }
+
   void ApplyReceived(size_t n_frames) {
+    last_message_at_ = Clock::now();
     if (resync_.active()) {
       // Held for the resync (buffered, bounded).
       index_.counters().messages_received.Add();
@@ -670,6 +695,8 @@ class Subscriber::Loop {
   zmq::socket_t monitor_;
   int sockets_opened_ = 0;
   Resync resync_;  // after wake_ and the index: stops its download first when destroyed
+  TailWatch tail_watch_;  // likewise: cancels a status read in flight
+  Clock::time_point last_message_at_{};  // any message received (the stream's quiet, for tail_watch_)
   StuckReport stuck_;  // the thread's own
 
   // ---- shared with Retarget() callers ----
@@ -720,6 +747,11 @@ std::string CheckOptions(const SubscriberOptions& options) {
           "snapshot_url must be empty with %s: it is the leader's http://<ip>:<admin_port>/get_all_keys",
           store_option);
     }
+    if (!options.status_url.empty()) {
+      return sci::StrFormat(
+          "status_url must be empty with %s: it is the leader's http://<ip>:<admin_port>/kv_events/status",
+          store_option);
+    }
     for (const std::string& e : options.etcd_endpoints) {
       if (!IsHttpUrl(e)) {
         return sci::StrFormat("etcd_endpoints: \"%s\" is not an http:// or https:// URL", absl::CHexEscape(e));
@@ -754,6 +786,12 @@ std::string CheckOptions(const SubscriberOptions& options) {
     return e;
   }
   if (std::string e = CheckSnapshotUrl("snapshot_url", options.snapshot_url); !e.empty()) return e;
+  if (std::string e = CheckSnapshotUrl("status_url", options.status_url); !e.empty()) return e;
+  if (options.status_poll_ms == 0) return "status_poll_ms is 0 (UINT32_MAX: never read the status)";
+  if (options.status_poll_ms != UINT32_MAX && !FitsInt(options.status_poll_ms)) {
+    return sci::StrFormat("status_poll_ms %d is too large (at most %d, or UINT32_MAX for never)",
+                          options.status_poll_ms, INT_MAX);
+  }
   if (options.reconnect_ms == 0) return "reconnect_ms is 0";
   for (const auto& [name, value] : {std::pair{"reconnect_ms", options.reconnect_ms},
                                     std::pair{"reconnect_max_ms", options.reconnect_max_ms},

@@ -107,6 +107,14 @@ struct SubscriberOptions {
   // leader view in the Redis hash mooncake-store/{<ns>}/master_view
   // (feed/redis_view.h) instead of etcd; exclusive with etcd_endpoints.
   std::string redis_endpoint;
+
+  // ---- the publisher's status (1.3; feed/tail_watch.h) ----
+  // The master's GET /kv_events/status, read while the stream is connected
+  // and quiet to find a loss at its tail. Empty: beside snapshot_url (same
+  // scheme, host and port), or the leader's with HA following; no watch
+  // without either. Must be empty with etcd_endpoints / redis_endpoint.
+  std::string status_url;
+  uint32_t status_poll_ms = 1000;  // > 0; UINT32_MAX: never read
 };
 
 // Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).

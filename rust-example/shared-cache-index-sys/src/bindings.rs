@@ -1093,12 +1093,14 @@ pub struct sci_subscriber_options {
     pub event_port: u32,
     pub admin_port: u32,
     pub redis_endpoint: sci_str,
+    pub status_url: sci_str,
+    pub status_poll_ms: u32,
 }
 #[test]
 fn bindgen_test_layout_sci_subscriber_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_subscriber_options>(),
-        136usize,
+        160usize,
         concat!("Size of: ", stringify!(sci_subscriber_options))
     );
     assert_eq!(
@@ -1344,6 +1346,40 @@ fn bindgen_test_layout_sci_subscriber_options() {
         );
     }
     test_field_redis_endpoint();
+    fn test_field_status_url() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status_url) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(status_url)
+            )
+        );
+    }
+    test_field_status_url();
+    fn test_field_status_poll_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status_poll_ms) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(status_poll_ms)
+            )
+        );
+    }
+    test_field_status_poll_ms();
 }
 extern "C" {
     pub fn sci_subscriber_start(

@@ -1,0 +1,120 @@
+#include "feed/tail_watch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "common/log.h"
+
+namespace sci {
+namespace {
+
+// One read: a few counters from the master's admin server.
+constexpr uint32_t kReadTimeoutMs = 2000;
+// A batch sent before the read may still be on its way: the grace period
+// is at least this, and at least one poll interval.
+constexpr auto kMinGrace = std::chrono::milliseconds(250);
+// Reads that fail back off, doubling, up to this.
+constexpr auto kMaxBackoff = std::chrono::seconds(60);
+
+long MsUntil(TailWatch::Clock::time_point at, TailWatch::Clock::time_point now) {
+  if (at <= now) return 0;
+  return static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(at - now).count());
+}
+
+}  // namespace
+
+TailWatch::TailWatch(TailWatchOptions options, std::string snapshot_url, WakeSignal& wake)
+    : options_(std::move(options)), wake_(wake) {
+  SetSnapshotUrl(std::move(snapshot_url));
+}
+
+TailWatch::~TailWatch() = default;
+
+void TailWatch::SetSnapshotUrl(std::string snapshot_url) {
+  request_.reset();
+  suspect_.reset();
+  consecutive_failures_ = 0;
+  next_read_ = {};
+  url_ = options_.status_url.empty() ? StatusUrlBeside(snapshot_url) : options_.status_url;
+}
+
+TailWatch::Clock::duration TailWatch::Grace() const {
+  return std::max<Clock::duration>(PollInterval(), kMinGrace);
+}
+
+TailWatch::Clock::time_point TailWatch::NextReadAt(Clock::time_point last_message) const {
+  return std::max(next_read_, last_message + PollInterval());
+}
+
+void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
+  const std::unique_ptr<StatusRequest> request = std::move(request_);
+  if (!request->ok()) {
+    index.counters().status_unavailable.Add();
+    ++consecutive_failures_;
+    const auto backoff = std::min<Clock::duration>(PollInterval() * (1u << std::min(consecutive_failures_, 16u)),
+                                                   kMaxBackoff);
+    next_read_ = now + backoff;
+    if (unavailable_warning_.First()) {
+      Logf(LogLevel::kWarn,
+           "publisher status %s: %s; a loss at the stream's tail is not watched while it fails "
+           "(status_unavailable counts the reads; next in %d ms)",
+           absl::CHexEscape(url_), request->error(),
+           std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count());
+    }
+    return;
+  }
+  consecutive_failures_ = 0;
+  const Stats stats = index.GetStats();
+  // Sequences start at 1 and every sent batch takes one: a master that has
+  // sent more batches than our cursor sent some we have not seen. Fewer: a
+  // restarted publisher, judged by the event ids (Index::RequireEventContinuity).
+  if (stats.has_sequence && request->published_batches() > stats.last_sequence) {
+    suspect_ = Suspect{stats.last_sequence, request->published_batches(), now + Grace()};
+  }
+}
+
+bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point last_message, Index& index) {
+  if (!enabled()) return false;
+  if (request_ != nullptr && request_->finished()) TakeAnswer(now, index);
+  if (suspect_) {
+    const Stats stats = index.GetStats();
+    if (!watching || !stats.has_sequence || stats.last_sequence != suspect_->sequence) {
+      suspect_.reset();  // the stream moved on: its sequence rule judges it
+    } else if (now >= suspect_->deadline) {
+      const Suspect lost = *suspect_;
+      suspect_.reset();
+      index.counters().tail_losses.Add();
+      Logf(LogLevel::kWarn,
+           "publisher status %s: %d batches published, the last applied is %d, and nothing came for %d ms: "
+           "the stream's tail was lost; index cleared",
+           absl::CHexEscape(url_), lost.published_batches, lost.sequence,
+           std::chrono::duration_cast<std::chrono::milliseconds>(Grace()).count());
+      return true;
+    }
+  }
+  if (request_ == nullptr && watching && !suspect_ && now >= NextReadAt(last_message)) {
+    HttpRequest read;
+    read.url = url_;
+    read.timeout_ms = kReadTimeoutMs;
+    read.proxy_from_env = options_.proxy_from_env;
+    request_ = std::make_unique<StatusRequest>(std::move(read), wake_);
+    next_read_ = now + PollInterval();
+  }
+  return false;
+}
+
+long TailWatch::PollTimeoutMs(long timeout_ms, Clock::time_point now, bool watching,
+                              Clock::time_point last_message) const {
+  if (!enabled() || !watching) return timeout_ms;
+  long due = -1;
+  if (suspect_) {
+    due = MsUntil(suspect_->deadline, now);
+  } else if (request_ == nullptr) {
+    due = MsUntil(NextReadAt(last_message), now);
+  }  // else a read in flight wakes the loop when it finishes
+  if (due < 0) return timeout_ms;
+  return timeout_ms < 0 ? due : std::min(timeout_ms, due);
+}
+
+}  // namespace sci
