@@ -120,6 +120,29 @@ TEST(ResyncTest, LateJoinSeesObjectsStoredBeforeItStarted) {
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "late-1"); }));
 }
 
+// The conductor line's snapshot lists puts still in progress
+// (docs/operations.md): after a resync on a master whose stream shows the
+// second generation, a warning says so, once; on main's, nothing.
+TEST(ResyncTest, ASecondGenerationMastersSnapshotIsWarnedOfOnce) {
+  for (const bool second : {false, true}) {
+    SCOPED_TRACE(second ? "second generation" : "first generation");
+    testing::LogCapture log;
+    Master master;
+    master.StoreLost("early");
+    Index index;
+    auto subscriber = StartSubscriber(index, ResyncOptions(master));
+    ASSERT_TRUE(master.publisher().AwaitSubscription());
+    MooncakeEvent event = sci::testing::StoredEvent(1, "late");
+    event.second_generation = second;
+    event.medium = "cpu";
+    master.snapshot().Add("late");
+    master.Send({event});
+    ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }));
+    EXPECT_EQ(index.GetStats().stream_generation, second ? 2u : 1u);
+    EXPECT_EQ(log.Count(LogLevel::kWarn, "its snapshot may list puts still in progress"), second ? 1u : 0u);
+  }
+}
+
 // Snapshot keys carry no group, so a resynced page is proven key by key;
 // the first query that proves it asks for its group back, and the
 // subscriber's thread adopts it -- with its next message, or, on a quiet

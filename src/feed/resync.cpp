@@ -233,6 +233,13 @@ bool Resync::Poll(Clock::time_point now) {
   index_.counters().resyncing.Set(false);
   Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); serving",
        keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled);
+  // The conductor line's /get_all_keys lists puts still in progress (main
+  // lists readable objects only): docs/operations.md, "Resync".
+  if (index_.counters().stream_generation.Get() == 2 && unfinished_puts_warning_.First()) {
+    Logf(LogLevel::kWarn,
+         "resync: the master is second-generation (the conductor line): its snapshot may list puts still in "
+         "progress, which answer hit until they complete, or for good if revoked (docs/operations.md, \"Resync\")");
+  }
   return true;
 }
 

@@ -56,6 +56,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/warn_once.h"
 #include "feed/resync_buffer.h"
 #include "feed/snapshot_fetch.h"
 #include "feed/wake_signal.h"
@@ -188,6 +189,7 @@ class Resync {
   Clock::time_point catch_up_until_{};  // kCatchingUp: when the replay is due
   uint32_t consecutive_failures_ = 0;
   DecodedMessage scratch_;
+  WarnOnce unfinished_puts_warning_;
 };
 
 }  // namespace sci

@@ -74,6 +74,10 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
     }
     uint64_t withheld = 0;
     for (const Event& event : events) {
+      // What the stream shows, withheld events included.
+      if (event.generation != PublisherGeneration::kUnknown) {
+        counters_.stream_generation.Set(static_cast<uint64_t>(event.generation));
+      }
       if (withhold_stores && event.kind == EventKind::kStored && !event.object_key.empty()) {
         ++withheld;
         continue;
@@ -195,9 +199,6 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
   // Under the object rule every key's media stay unknown (0).
   const bool per_medium = residency_ == Residency::kPerMedium;
   const MediaSet medium = per_medium ? media_names_.BitOf(event.medium) : 0;
-  if (event.generation != PublisherGeneration::kUnknown) {
-    counters_.stream_generation.Set(static_cast<uint64_t>(event.generation));
-  }
   const bool removal = event.kind == EventKind::kRemoved;
   // A first-generation master announces `removed` once no replica is left,
   // whatever medium it names: under any residency option such a removal
