@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <new>
 #include <vector>
 
 #include "capi_support.h"
@@ -92,7 +93,15 @@ sci_status sci_index_apply_events(sci_index* index, uint64_t sequence, const sci
       return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_apply_events: events is NULL but n_events > 0");
     }
     // Validate everything before applying anything: a bad argument changes nothing.
-    std::vector<sci::Event> converted(n_events);
+    std::vector<sci::Event> converted;
+    try {
+      converted.resize(n_events);
+    } catch (const std::bad_alloc&) {
+      // SCI_ERR_NO_MEMORY means "the index is cleared" (the header): the
+      // batch is lost here as surely as inside ApplyBatch.
+      index->impl.Clear();
+      throw;
+    }
     for (size_t i = 0; i < n_events; ++i) {
       const sci_event& in = events[i];
       sci::Event& event = converted[i];

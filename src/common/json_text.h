@@ -9,8 +9,46 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <new>
+#include <vector>
 
 namespace sci {
+
+// A parsed document that an allocation failure cannot turn into
+// std::terminate when it goes. nlohmann's destructor of an array or an
+// object reserves a vector to destroy its children iteratively, inside a
+// noexcept function: under memory pressure that is std::terminate (found by
+// capi_allocation_sweep_test). This one empties the containers children
+// first, so that each container is empty when destroyed (nothing to
+// reserve); if even that cannot get memory, the tree is leaked -- once per
+// failure -- rather than destroyed.
+struct JsonDocument {
+  nlohmann::json value;
+
+  JsonDocument() = default;
+  JsonDocument(const JsonDocument&) = delete;
+  JsonDocument& operator=(const JsonDocument&) = delete;
+  ~JsonDocument() {
+    try {
+      std::vector<nlohmann::json*> pending{&value};
+      std::vector<nlohmann::json*> containers;  // parents before their children
+      while (!pending.empty()) {
+        nlohmann::json* node = pending.back();
+        pending.pop_back();
+        if (!node->is_structured()) continue;
+        containers.push_back(node);
+        if (node->is_array()) {
+          for (nlohmann::json& child : *node) pending.push_back(&child);
+        } else {
+          for (auto it = node->begin(); it != node->end(); ++it) pending.push_back(&it.value());
+        }
+      }
+      for (auto it = containers.rbegin(); it != containers.rend(); ++it) (*it)->clear();
+    } catch (...) {
+      new (&value) nlohmann::json();  // leaks the tree: destroying it would allocate
+    }
+  }
+};
 
 // Parses `text`. On failure returns false and sets *why to the parser's
 // message ("parse error at line 1, column 17: ..."). The first pass keeps

@@ -1,5 +1,7 @@
 #include "feed/etcd_view.h"
 
+#include "common/json_text.h"
+
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -32,13 +34,16 @@ std::string MasterViewKey(std::string_view cluster_id) {
 }
 
 std::string RangeRequestBody(std::string_view key) {
-  nlohmann::json request;
+  JsonDocument document;
+  nlohmann::json& request = document.value;
   request["key"] = absl::Base64Escape(absl::string_view(key.data(), key.size()));
   return request.dump();
 }
 
 LeaderViewStatus ParseRangeResponse(std::string_view body, LeaderView* view, std::string* error) {
-  const nlohmann::json response = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  JsonDocument document;
+  document.value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json& response = document.value;
   if (!response.is_object()) {
     *error = "etcd's answer is not a JSON object";
     return LeaderViewStatus::kMalformed;

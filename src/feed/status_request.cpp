@@ -15,7 +15,8 @@ constexpr size_t kMaxStatusBytes = 64 << 10;
 }  // namespace
 
 bool ParsePublisherStatus(std::string_view body, uint64_t* published_batches, std::string* why) {
-  nlohmann::json status;
+  JsonDocument document;
+  nlohmann::json& status = document.value;
   if (!ParseJson(body, &status, why)) return false;
   if (!status.is_object()) {
     *why = "not a JSON object";

@@ -27,6 +27,8 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <tuple>
 #include <string_view>
 #include <utility>
 
@@ -70,9 +72,17 @@ class EventHashDigests {
   }
 
   // A present key of tenant tag `tag` with `digest` came (Add; may throw
-  // bad_alloc, changing nothing) or went (Remove; never allocates).
+  // bad_alloc, and then the map is empty: AbandonAfterFailedGrowth) or went
+  // (Remove; never allocates).
   void Add(const Digest& digest, uint32_t tag) {
-    const auto [it, inserted] = entries_.try_emplace(EntryKey{EventHashOf(digest), tag});
+    Map::iterator it;
+    bool inserted = false;
+    try {
+      std::tie(it, inserted) = entries_.try_emplace(EntryKey{EventHashOf(digest), tag});
+    } catch (const std::bad_alloc&) {
+      AbandonAfterFailedGrowth();
+      throw;
+    }
     if (inserted) ++entries_by_tag_[tag & 0xFF];
     Entry& entry = it->second;
     if (entry.keys == 0) {
@@ -134,6 +144,19 @@ class EventHashDigests {
   void Erase(Iterator it) {
     --entries_by_tag_[it->first.second & 0xFF];
     entries_.erase(it);
+  }
+
+  // Abseil's flat_hash_map is not exception-safe: its resize() sets the new
+  // capacity before it allocates, so a growth whose allocation throws
+  // leaves a table whose capacity and arrays disagree, and any later use,
+  // its destructor included, reads past them (found by
+  // capi_allocation_sweep_test). So the map is given up: a new, empty one
+  // is built in its storage without destroying the old one, whose arrays
+  // leak (once per failure, which the index answers by a whole clear
+  // anyway). Empty means only that event hashes resolve nothing: misses.
+  void AbandonAfterFailedGrowth() noexcept {
+    new (&entries_) Map();  // noexcept: an empty flat_hash_map allocates nothing
+    entries_by_tag_.fill(0);
   }
 
   static int Nibble(char c) {

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
 
@@ -21,7 +21,10 @@ constexpr std::string_view kGroupNamespace = kGroupIdPrefix;
 LayoutId InternKeySet(const std::string& canonical) {
   struct Registry {
     std::mutex mu;
-    absl::flat_hash_map<std::string, LayoutId> ids;  // guarded by mu
+    // A std::map, not absl's flat_hash_map: an insert that fails for want of
+    // memory changes nothing, where absl's growth would leave the table
+    // corrupt for every later layout (event_hash_digests.h says why).
+    std::map<std::string, LayoutId, std::less<>> ids;  // guarded by mu
     LayoutId next = 1;                               // guarded by mu
   };
   static Registry* const registry = new Registry;  // never destroyed: layouts may outlive static teardown

@@ -95,7 +95,8 @@ bool ReadPool(const json& value, const std::string& path, PoolSpec* pool, std::s
 }  // namespace
 
 bool ParseRuntimeConfigJson(std::string_view text, LayoutSpec* spec, std::string* error) {
-  json config;
+  JsonDocument document;
+  json& config = document.value;
   std::string why;
   if (!ParseJson(text, &config, &why)) return Invalid(error, "not valid JSON: " + why);
   if (!config.is_object()) return Invalid(error, "expected a JSON object, got " + JsonValueText(config));

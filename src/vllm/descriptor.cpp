@@ -326,7 +326,8 @@ bool DescriptorReader::ReadGroup(const json& group, std::string_view path, size_
 }  // namespace
 
 bool ParseDescriptorJson(std::string_view text, LayoutSpec* spec, std::string* error) {
-  json root;
+  JsonDocument document;
+  json& root = document.value;
   std::string why;
   if (!ParseJson(text, &root, &why)) {
     *error = "not valid JSON: " + why;
@@ -353,7 +354,8 @@ bool ParseDescriptorJson(std::string_view text, LayoutSpec* spec, std::string* e
 }
 
 bool LooksLikeDescriptor(std::string_view text) {
-  json root;
+  JsonDocument document;
+  json& root = document.value;
   std::string why;
   if (!ParseJson(text, &root, &why) || !root.is_object()) return false;
   // Any field only a descriptor has (and no SGLang page_size): a descriptor

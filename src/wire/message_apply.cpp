@@ -1,10 +1,9 @@
 #include "wire/message_apply.h"
 
 #include <new>
+#include <set>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 
@@ -16,12 +15,13 @@ namespace {
 // type string (for the process; at most 64 types are remembered).
 bool FirstSightOfKeylessType(std::string_view type) {
   static absl::Mutex mu;
-  static auto* seen = new absl::flat_hash_set<std::string>();
+  // A std::set: a failed insert changes nothing (absl's flat_hash_set
+  // would be left corrupt: event_hash_digests.h).
+  static auto* seen = new std::set<std::string, std::less<>>();
   absl::MutexLock lock(&mu);
   // Looked up as a view: a type seen before costs no copy (it comes with
   // every message of such a publisher).
-  const absl::string_view view(type.data(), type.size());  // Debian's absl has its own string_view
-  if (seen->contains(view) || seen->size() >= 64) return false;
+  if (seen->find(type) != seen->end() || seen->size() >= 64) return false;
   seen->insert(std::string(type));
   return true;
 }
