@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "encode/mooncake_encoder.h"
+#include "encoded_batches.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "loopback_publisher.h"
@@ -30,24 +31,6 @@ using sci::testing::RemovedEvent;
 using sci::testing::StoredEvent;
 using sci::testing::WaitFor;
 
-// Applies encoded production batches directly (no socket).
-class Batches {
- public:
-  void Apply(Index& index, uint64_t sequence, const std::vector<MooncakeEvent>& events) {
-    std::string payload;
-    EncodeMooncakePayload(1796008706344, events, &payload);
-    const std::array<uint8_t, 8> encoded = EncodeSequence(sequence);
-    const std::array<std::span<const uint8_t>, 3> frames = {
-        std::span<const uint8_t>(), encoded,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size())};
-    std::string error;
-    ASSERT_TRUE(ApplyMessage(index, frames, scratch_, &error)) << error;
-  }
-
- private:
-  DecodedMessage scratch_;
-};
-
 MooncakeEvent WithoutId(MooncakeEvent e) {
   e.event_id_nil = true;
   return e;
@@ -55,7 +38,7 @@ MooncakeEvent WithoutId(MooncakeEvent e) {
 
 TEST(PublisherRestart, ABatchThatContinuesTheSequenceButNotTheEventIdsClearsTheIndex) {
   Index index;
-  Batches batches;
+  sci::testing::EncodedBatches batches;
   batches.Apply(index, 1, {StoredEvent(1, "a"), StoredEvent(2, "b")});
   batches.Apply(index, 2, {StoredEvent(3, "c")});
   index.RequireEventContinuity();
@@ -76,7 +59,7 @@ TEST(PublisherRestart, ABatchThatContinuesTheSequenceButNotTheEventIdsClearsTheI
 
 TEST(PublisherRestart, ABlipThatWasNotARestartCostsNothing) {
   Index index;
-  Batches batches;
+  sci::testing::EncodedBatches batches;
   batches.Apply(index, 1, {StoredEvent(1, "a"), StoredEvent(2, "b")});
   index.RequireEventContinuity();
   batches.Apply(index, 2, {});  // an empty batch shows nothing: still required
@@ -91,7 +74,7 @@ TEST(PublisherRestart, WithoutEventIdsContinuityCannotBeShown) {
   for (const bool ids_before : {true, false}) {
     SCOPED_TRACE(ids_before ? "ids before, none after" : "none before, ids after");
     Index index;
-    Batches batches;
+    sci::testing::EncodedBatches batches;
     batches.Apply(index, 1, {ids_before ? StoredEvent(1, "a") : WithoutId(StoredEvent(1, "a"))});
     index.RequireEventContinuity();
     batches.Apply(index, 2, {ids_before ? WithoutId(StoredEvent(2, "b")) : StoredEvent(2, "b")});
@@ -102,7 +85,7 @@ TEST(PublisherRestart, WithoutEventIdsContinuityCannotBeShown) {
 
 TEST(PublisherRestart, AGapOrAFreshRunIsJudgedByTheSequenceAlone) {
   Index index;
-  Batches batches;
+  sci::testing::EncodedBatches batches;
   batches.Apply(index, 1, {StoredEvent(1, "a")});
   index.RequireEventContinuity();
   batches.Apply(index, 5, {StoredEvent(9, "b")});  // a gap: cleared as a gap

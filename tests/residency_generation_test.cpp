@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "encode/mooncake_encoder.h"
+#include "encoded_batches.h"
 #include "golden_capture.h"
 #include "index/index.h"
 #include "log_capture.h"
@@ -22,6 +23,7 @@
 namespace sci {
 namespace {
 
+// A publisher of one generation: its events' fields, numbered as it numbers them.
 class Publisher {
  public:
   explicit Publisher(bool second_generation) : second_generation_(second_generation) {}
@@ -31,21 +33,13 @@ class Publisher {
       e.second_generation = second_generation_;
       e.event_id = ++event_id_;
     }
-    std::string payload;
-    EncodeMooncakePayload(1796138256390 + static_cast<int64_t>(next_), events, &payload);
-    const std::array<uint8_t, 8> sequence = EncodeSequence(next_++);
-    const std::array<std::span<const uint8_t>, 3> frames = {
-        std::span<const uint8_t>(), sequence,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size())};
-    std::string error;
-    ASSERT_TRUE(ApplyMessage(index, frames, scratch_, &error)) << error;
+    batches_.Send(index, events);
   }
 
  private:
   const bool second_generation_;
-  uint64_t next_ = 1;
   uint64_t event_id_ = 0;
-  DecodedMessage scratch_;
+  sci::testing::EncodedBatches batches_;
 };
 
 MooncakeEvent Stored(std::string_view key, std::string_view medium) {

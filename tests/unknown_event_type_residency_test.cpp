@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "encode/mooncake_encoder.h"
+#include "encoded_batches.h"
 #include "index/index.h"
 #include "sglang/layout.h"
 #include "sglang/page_query.h"
@@ -23,24 +24,6 @@ namespace {
 // (testdata/mooncake-publisher/media-and-cleared, its README).
 constexpr std::string_view kPageHash = "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72";
 const std::vector<uint32_t> kTokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-
-class Publisher {
- public:
-  void Send(Index& index, const std::vector<MooncakeEvent>& events) {
-    std::string payload;
-    EncodeMooncakePayload(1796138256390 + static_cast<int64_t>(next_), events, &payload);
-    const std::array<uint8_t, 8> sequence = EncodeSequence(next_++);
-    const std::array<std::span<const uint8_t>, 3> frames = {
-        std::span<const uint8_t>(), sequence,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size())};
-    std::string error;
-    ASSERT_TRUE(ApplyMessage(index, frames, scratch_, &error)) << error;
-  }
-
- private:
-  uint64_t next_ = 1;
-  DecodedMessage scratch_;
-};
 
 MooncakeEvent PageKeyEvent(const std::string& key, const std::string& group, std::string_view medium) {
   MooncakeEvent e;
@@ -68,7 +51,7 @@ TEST_P(UnknownEventType, NamingAKeyOnOneOfItsMediaDropsTheKeyAndThePage) {
   IndexOptions options;
   options.residency = GetParam();
   Index index(options);
-  Publisher publisher;
+  sci::testing::EncodedBatches publisher;
   // Every key of the page on cpu, then offloaded to disk too.
   for (std::string_view medium : {"cpu", "disk"}) {
     std::vector<MooncakeEvent> events;
