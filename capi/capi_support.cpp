@@ -13,8 +13,10 @@ sci_status Fail(sci_status status, std::string_view message) {
   try {
     last_error.assign(message);
   } catch (...) {
-    // Out of memory while reporting: keep the previous message rather than
-    // let an exception cross the boundary.
+    // Out of memory while reporting: no exception may cross the boundary.
+    // What fits in the string's own storage is kept (a prefix of the
+    // message), never a stale message from an earlier call.
+    last_error.assign(message.substr(0, last_error.capacity()));
   }
   return status;
 }

@@ -26,14 +26,21 @@ sci_status Failf(sci_status status, const absl::FormatSpec<Args...>& format, con
 // status and a message naming the entry point.
 template <typename Body>
 sci_status Guard(const char* function, Body&& body) noexcept {
+  // The messages are formatted into the stack, not a std::string: memory
+  // may still be short here, and an exception out of a handler would cross
+  // this noexcept boundary (std::terminate).
+  char message[512];
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return Failf(SCI_ERR_NO_MEMORY, "%s: out of memory", function);
+    absl::SNPrintF(message, sizeof message, "%s: out of memory", function);
+    return Fail(SCI_ERR_NO_MEMORY, message);
   } catch (const std::exception& e) {
-    return Failf(SCI_ERR_INTERNAL, "%s: internal error: %s", function, e.what());
+    absl::SNPrintF(message, sizeof message, "%s: internal error: %s", function, e.what());
+    return Fail(SCI_ERR_INTERNAL, message);
   } catch (...) {
-    return Failf(SCI_ERR_INTERNAL, "%s: internal error: unknown exception", function);
+    absl::SNPrintF(message, sizeof message, "%s: internal error: unknown exception", function);
+    return Fail(SCI_ERR_INTERNAL, message);
   }
 }
 
