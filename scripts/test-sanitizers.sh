@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite under sanitizers:
 #   - AddressSanitizer + UndefinedBehaviorSanitizer: every test except the
-#     packaging checks (install, ABI, exports), benchmark smoke runs and the
+#     packaging checks (install, the Rust crates against an install, ABI,
+#     exports), benchmark smoke runs and the
 #     documents' checks (docs_*: they compile the README's C program with a
 #     plain compiler, which cannot link an instrumented library), which test
 #     the release artefacts and the documents, not the code;
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
 jobs=$(nproc 2>/dev/null || echo 2)
-packaging='installed_library|abi_compatible|exports_only|bench_smoke|docs_'
+packaging='installed_library|rust_crate_builds_outside|abi_compatible|exports_only|bench_smoke|docs_'
 
 if [[ $which == all || $which == asan ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=address,undefined \
