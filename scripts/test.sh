@@ -8,7 +8,7 @@
 #      replayed there too),
 #   4. the Rust crates (rust-example/): bindings in sync with the header,
 #      then their cargo test against that build.
-# The full run (--full, or SCI_FULL=1; what .ci/run runs: about 40 minutes)
+# The full run (--full, or SCI_FULL=1; what .ci/run runs: about 27 minutes)
 # adds, after the build:
 #   - the lock discipline: the library's objects compiled by clang with
 #     -Wthread-safety as errors (compile only, build-thread-safety/): the
