@@ -73,16 +73,21 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       counters_.clears.Add();
     }
     uint64_t withheld = 0;
+    BatchTally tally;
+    // Counted even if an event throws: what was applied was applied.
+    struct Flush {
+      Index* index;
+      BatchTally* tally;
+      ~Flush() { index->AddTally(*tally); }
+    } flush{this, &tally};
     for (const Event& event : events) {
       // What the stream shows, withheld events included.
-      if (event.generation != PublisherGeneration::kUnknown) {
-        counters_.stream_generation.Set(static_cast<uint64_t>(event.generation));
-      }
+      if (event.generation != PublisherGeneration::kUnknown) tally.generation = event.generation;
       if (withhold_stores && event.kind == EventKind::kStored && !event.object_key.empty()) {
         ++withheld;
         continue;
       }
-      ApplyEvent(sequence, event);
+      ApplyEvent(sequence, event, tally);
     }
     if (withheld > 0) {
       counters_.stores_withheld.Add(withheld);
@@ -156,18 +161,28 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   }
 }
 
-void Index::ApplyEvent(uint64_t sequence, const Event& event) {
+void Index::AddTally(const BatchTally& tally) {
+  if (tally.events_applied != 0) counters_.events_applied.Add(tally.events_applied);
+  if (tally.removals_per_medium != 0) counters_.removals_per_medium.Add(tally.removals_per_medium);
+  if (tally.removals_whole_key != 0) counters_.removals_whole_key.Add(tally.removals_whole_key);
+  if (tally.residency_mismatches != 0) counters_.residency_mismatches.Add(tally.residency_mismatches);
+  if (tally.generation != PublisherGeneration::kUnknown) {
+    counters_.stream_generation.Set(static_cast<uint64_t>(tally.generation));
+  }
+}
+
+void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally) {
   switch (event.kind) {
     case EventKind::kAllCleared:
       ClearTables();
       counters_.clears.Add();
-      counters_.events_applied.Add();
+      ++tally.events_applied;
       Logf(LogLevel::kInfo, "all objects cleared by the publisher (batch %d)", sequence);
       return;
     case EventKind::kTenantCleared:
       ClearTenant(TenantSeed(event.tenant_id));
       counters_.tenant_clears.Add();
-      counters_.events_applied.Add();
+      ++tally.events_applied;
       Logf(LogLevel::kInfo, "tenant '%s' cleared by the publisher (batch %d)",
            event.tenant_id.empty() ? std::string_view("default") : event.tenant_id, sequence);
       return;
@@ -223,9 +238,9 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event) {
       RemoveKey(key, labelled ? &group : nullptr);
     }
   }
-  if (removal) (per_medium_removal ? counters_.removals_per_medium : counters_.removals_whole_key).Add();
-  if (mismatch) counters_.residency_mismatches.Add();
-  counters_.events_applied.Add();
+  if (removal) ++(per_medium_removal ? tally.removals_per_medium : tally.removals_whole_key);
+  if (mismatch) ++tally.residency_mismatches;
+  ++tally.events_applied;
   // Logged with the table lock released: a log callback may query.
   if (event.kind == EventKind::kStored) WarnIfTailNumbersRanOut();
   if (mismatch) WarnOfResidencyMismatch(first_generation_removal);

@@ -450,7 +450,18 @@ class Index {
 
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
   // held exclusively.
-  void ApplyEvent(uint64_t sequence, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+  // What a batch's events did, counted in locals and added to the shared
+  // counters once per batch: an atomic add per event and kind cost the
+  // writer about 4% of its rate (bench/apply_bench, paired).
+  struct BatchTally {
+    uint64_t events_applied = 0;
+    uint64_t removals_per_medium = 0;
+    uint64_t removals_whole_key = 0;
+    uint64_t residency_mismatches = 0;
+    PublisherGeneration generation = PublisherGeneration::kUnknown;  // the last one shown
+  };
+  void AddTally(const BatchTally& tally);
+  void ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
   // AdoptRequestedGroups' work, with apply_mu_ held.
   void AdoptRequestedGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);

@@ -243,6 +243,7 @@ class Query {
       hits[i] = hit ? 1 : 0;
       tally.Add(hit, result);
     }
+    full_attention_known_ = true;
     return result;
   }
 
@@ -256,7 +257,9 @@ class Query {
     // No candidate past the digests the source has can hold (its chunks
     // are not inside): with the hashes given, n_tokens may say far more.
     size_t limit = std::min(credited, chain_.available() * layout_.hash_block_size());
-    if (layout_.has_full_attention()) limit = std::min(limit, FullAttentionRun(limit));
+    if (layout_.has_full_attention()) {
+      limit = std::min(limit, full_attention_known_ ? FullAttentionRunFromPresence(limit) : FullAttentionRun(limit));
+    }
     size_t answer = 0;
     for (size_t candidate = limit / layout_.alignment() * layout_.alignment(); candidate > 0;
          candidate -= layout_.alignment()) {
@@ -432,6 +435,23 @@ class Query {
     return rounds.run();
   }
 
+  // FullAttentionRun after Blocks, which looked up every full-attention
+  // chunk of the request: the run is read from their presence, with no
+  // lookup and no hash (check_pages' prefix_hits costs a scan, not a walk).
+  // A chunk whose presence is not known present ends the run: a miss at
+  // worst.
+  size_t FullAttentionRunFromPresence(size_t credited) {
+    std::vector<size_t>& next = scratch_.next_chunk;
+    next.assign(layout_.groups().size(), 0);
+    while (true) {
+      size_t g = 0;
+      const size_t end = NextChunkEnd(&g);
+      if (end > credited) return credited;
+      if (next[g] >= ChunksInside(g) || PresenceOf(g, next[g]) != Presence::kPresent) return end - 1;
+      ++next[g];
+    }
+  }
+
   // The next chunk to end, across the full-attention groups, and its group.
   size_t NextChunkEnd(size_t* group) const {
     const std::vector<size_t>& next = scratch_.next_chunk;
@@ -574,6 +594,7 @@ class Query {
   const ChunkQueryHooks* hooks_;
   const size_t n_tokens_;
   size_t chunks_looked_up_ = 0;
+  bool full_attention_known_ = false;  // Blocks looked up every full-attention chunk (FullAttentionRunFromPresence)
 };
 
 bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
