@@ -115,13 +115,18 @@ sci_stats StatsOf(const sci_index* index) {
   return stats;
 }
 
-sci_layout* SglangLayout() {
+sci_layout_spec Spec(uint32_t page_size, uint32_t tp_size, uint32_t pp_size) {
   sci_layout_spec spec;
   std::memset(&spec, 0, sizeof spec);
   spec.struct_size = sizeof spec;
-  spec.page_size = 4;
-  spec.tp_size = 1;
-  spec.pp_size = 1;
+  spec.page_size = page_size;
+  spec.tp_size = tp_size;
+  spec.pp_size = pp_size;
+  return spec;
+}
+
+sci_layout* SglangLayout() {
+  const sci_layout_spec spec = Spec(4, 1, 1);
   sci_layout* layout = nullptr;
   EXPECT_EQ(sci_layout_new(&spec, &layout), SCI_OK) << sci_last_error();
   return layout;
@@ -172,12 +177,7 @@ TEST(CapiAllocationSweep, MakingAnIndexAndLayouts) {
     };
   };
   total += Sweep("sci_layout_new", layout_call([](sci_layout** out) {
-                   sci_layout_spec spec;
-                   std::memset(&spec, 0, sizeof spec);
-                   spec.struct_size = sizeof spec;
-                   spec.page_size = 64;
-                   spec.tp_size = 8;
-                   spec.pp_size = 2;
+                   sci_layout_spec spec = Spec(64, 8, 2);
                    spec.extra_backend_tag = sci_str{"tag", 3};
                    return sci_layout_new(&spec, out);
                  }));
@@ -309,12 +309,7 @@ TEST(CapiAllocationSweep, MemoryThatStaysShortCostsTheCallNotTheProcess) {
   // own, inside a noexcept destructor. One failure is survived, as the
   // sweeps above show; memory that stays short is not. docs/testing.md.)
   total += Sweep("sci_layout_new, memory short", [] {
-    sci_layout_spec spec;
-    std::memset(&spec, 0, sizeof spec);
-    spec.struct_size = sizeof spec;
-    spec.page_size = 64;
-    spec.tp_size = 8;
-    spec.pp_size = 1;
+    const sci_layout_spec spec = Spec(64, 8, 1);
     sci_layout* out = nullptr;
     const sci_status status = sci_layout_new(&spec, &out);
     g_armed = false;

@@ -108,16 +108,21 @@ INSTANTIATE_TEST_SUITE_P(EveryOption, ResidencyGeneration,
                                   "_Generation" + std::to_string(std::get<1>(info.param));
                          });
 
-// The real first-generation capture under per-medium residency: every
-// removal is applied to the whole key, and the stream is named first-generation.
-TEST(ResidencyGenerationCaptures, MainsCaptureUnderPerMediumDropsEveryRemovedKey) {
-  Index index = IndexUnder(Residency::kPerMedium);
+// Applies a real capture's messages in order.
+void ReplayCapture(Index& index, const std::string& capture) {
   DecodedMessage scratch;
-  for (const sci_test::GoldenMessage& message : sci_test::LoadCapture("basic")) {
+  for (const sci_test::GoldenMessage& message : sci_test::LoadCapture(capture)) {
     const auto frames = message.FrameSpans();
     std::string error;
     ASSERT_TRUE(ApplyMessage(index, frames, scratch, &error)) << message.name << ": " << error;
   }
+}
+
+// The real first-generation capture under per-medium residency: every
+// removal is applied to the whole key, and the stream is named first-generation.
+TEST(ResidencyGenerationCaptures, MainsCaptureUnderPerMediumDropsEveryRemovedKey) {
+  Index index = IndexUnder(Residency::kPerMedium);
+  ReplayCapture(index, "basic");
   const Stats stats = index.GetStats();
   EXPECT_EQ(stats.stream_generation, 1u);
   EXPECT_EQ(stats.removals_whole_key, 2u);
@@ -129,12 +134,7 @@ TEST(ResidencyGenerationCaptures, MainsCaptureUnderPerMediumDropsEveryRemovedKey
 
 TEST(ResidencyGenerationCaptures, TheConductorCaptureIsSecondGeneration) {
   Index index = IndexUnder(Residency::kPerMedium);
-  DecodedMessage scratch;
-  for (const sci_test::GoldenMessage& message : sci_test::LoadCapture("media-and-cleared")) {
-    const auto frames = message.FrameSpans();
-    std::string error;
-    ASSERT_TRUE(ApplyMessage(index, frames, scratch, &error)) << message.name << ": " << error;
-  }
+  ReplayCapture(index, "media-and-cleared");
   const Stats stats = index.GetStats();
   EXPECT_EQ(stats.stream_generation, 2u);
   EXPECT_EQ(stats.residency_mismatches, 0u);

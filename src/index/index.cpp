@@ -24,6 +24,7 @@ void Index::RequireEventContinuity() {
 void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules,
                        const BatchEventIds& ids) {
   WriterLock apply(apply_mu_);
+  BatchTally tally;  // what the events did; added to the counters once, below
   // Everything in the try, logging included: a batch that fails anywhere,
   // even before its first event, is lost with its removals, and the cursor
   // would not show it.
@@ -73,13 +74,6 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       counters_.clears.Add();
     }
     uint64_t withheld = 0;
-    BatchTally tally;
-    // Counted even if an event throws: what was applied was applied.
-    struct Flush {
-      Index* index;
-      BatchTally* tally;
-      ~Flush() { index->AddTally(*tally); }
-    } flush{this, &tally};
     for (const Event& event : events) {
       // What the stream shows, withheld events included.
       if (event.generation != PublisherGeneration::kUnknown) tally.generation = event.generation;
@@ -89,6 +83,7 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       }
       ApplyEvent(sequence, event, tally);
     }
+    AddTally(tally);
     if (withheld > 0) {
       counters_.stores_withheld.Add(withheld);
       Logf(LogLevel::kInfo, "batch %d begins a run after a possible loss: %d stored events withheld", sequence,
@@ -96,7 +91,8 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
     }
   } catch (const std::bad_alloc&) {
     // Part of the batch is applied and the rest is lost: the only state we
-    // can vouch for is the empty one.
+    // can vouch for is the empty one. (What was applied is still counted.)
+    AddTally(tally);
     ClearTables();
     counters_.clears.Add();
     Logf(LogLevel::kError, "out of memory applying batch %d; index cleared", sequence);
@@ -161,7 +157,7 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   }
 }
 
-void Index::AddTally(const BatchTally& tally) {
+void Index::AddTally(BatchTally& tally) {
   if (tally.events_applied != 0) counters_.events_applied.Add(tally.events_applied);
   if (tally.removals_per_medium != 0) counters_.removals_per_medium.Add(tally.removals_per_medium);
   if (tally.removals_whole_key != 0) counters_.removals_whole_key.Add(tally.removals_whole_key);
@@ -169,6 +165,7 @@ void Index::AddTally(const BatchTally& tally) {
   if (tally.generation != PublisherGeneration::kUnknown) {
     counters_.stream_generation.Set(static_cast<uint64_t>(tally.generation));
   }
+  tally = {};  // added once, whatever throws after
 }
 
 void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally) {

@@ -460,7 +460,7 @@ class Index {
     uint64_t residency_mismatches = 0;
     PublisherGeneration generation = PublisherGeneration::kUnknown;  // the last one shown
   };
-  void AddTally(const BatchTally& tally);
+  void AddTally(BatchTally& tally);  // and empties it
   void ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
       ABSL_LOCKS_EXCLUDED(tables_lock_);
   // AdoptRequestedGroups' work, with apply_mu_ held.
