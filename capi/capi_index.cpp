@@ -73,6 +73,16 @@ sci_status sci_index_new(const sci_index_options* opts, sci_index** out) {
                          opts->residency);
         }
       }
+      if (HasStructSize(opts->struct_size, SCI_FIELD_END(sci_index_options, medium_tiers))) {
+        std::string_view text;
+        if (!sci::capi::ToView(opts->medium_tiers, &text)) {
+          return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: opts->medium_tiers has a NULL ptr and a non-zero len");
+        }
+        std::string error;
+        if (!sci::MediumTiers::Parse(text, &options.tiers, &error)) {
+          return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_index_new: opts->medium_tiers: %s", error);
+        }
+      }
     }
     *out = new sci_index(options);
     return SCI_OK;

@@ -27,7 +27,6 @@ using sci::capi::ToView;
 using sci::capi::WriteResult;
 
 namespace sci::capi {
-namespace {
 
 // The extras of a request; false (the error recorded) for a bad struct.
 sci_status ConvertExtras(const char* function, const sci_request_extras* in, vllm::RequestExtras* out) {
@@ -56,8 +55,6 @@ sci_status ConvertExtras(const char* function, const sci_request_extras* in, vll
 bool HasExtras(const vllm::RequestExtras& extras) {
   return extras.has_lora || (extras.has_salt && !extras.cache_salt.empty());
 }
-
-}  // namespace
 
 sci_status CheckVllmBlocks(const char* function, sci_index* index, const vllm::Layout& layout,
                            const uint32_t* tokens, size_t n_tokens, uint32_t block_size,

@@ -108,6 +108,15 @@ typedef struct sci_index_options {
     /* When a key stops being present: SCI_RESIDENCY_OBJECT (0, the default)
      * or SCI_RESIDENCY_PER_MEDIUM. Any other value: SCI_ERR_INVALID_ARGUMENT. */
     uint32_t residency;
+    /* ---- 1.3 (read only when struct_size covers them) ---- */
+    /* Storage tiers for sci_index_check_tiers: "cpu=0,disk=1" (the default,
+     * also when empty): medium name = tier, fastest tier 0, at most
+     * SCI_TIERS_MAX tiers, every tier from 0 to the slowest named, at most 8
+     * media. A medium not named, and a key whose media are unknown (loaded
+     * from a snapshot, stored with no medium, or any key under
+     * SCI_RESIDENCY_OBJECT, which keeps no media), count at the slowest tier.
+     * Anything else: SCI_ERR_INVALID_ARGUMENT naming the item. */
+    sci_str medium_tiers;
 } sci_index_options;
 /* Any `removed` drops the key, whatever its medium. Exact for masters that
  * announce a removal once no replica is left (Mooncake main, the first
@@ -405,6 +414,53 @@ typedef struct sci_block_hashes {
 sci_status sci_index_check_block_hashes(sci_index *index, const sci_layout *layout,
                                         const sci_block_hashes *hashes,
                                         uint32_t block_size, size_t *prefix_blocks);
+
+/* ------------------------------------------------------------------------ */
+/* 1.3: answers per storage tier                                            */
+/* ------------------------------------------------------------------------ */
+
+#define SCI_TIERS_MAX 4
+#define SCI_TIER_ABSENT 0xFF
+
+typedef struct sci_tier_result {
+    uint32_t struct_size;
+    uint32_t n_tiers;                    /* tiers in the index's map (sci_index_options.medium_tiers) */
+    size_t n_pages;                      /* as sci_page_result.n_pages */
+    size_t prefix_pages[SCI_TIERS_MAX];  /* L[t]: the longest prefix fully present at tier <= t;
+                                            L[n_tiers - 1] = sci_index_check_prefix's answer;
+                                            entries from n_tiers on are 0 */
+    size_t pages_at[SCI_TIERS_MAX];      /* how many pages have their best tier = t */
+} sci_tier_result;
+#define SCI_TIER_RESULT_INIT SCI_STRUCT_INIT_(sci_tier_result)
+
+/* Which tier each page of a request is in, and the usable prefix per tier,
+ * in one call. page_tier[i] = the best tier at which page (or vLLM router
+ * block) i is fully present, SCI_TIER_ABSENT if it is not: a page is at tier
+ * t when every object it needs has a replica on a medium of tier <= t,
+ * read at one instant like its presence (a writer moving an object between
+ * media never makes a page look faster than it was at some instant).
+ *   - SGLang: pages as sci_index_check_pages; prefix_pages[t] is the
+ *     leading run of pages at tier <= t. A page verified through its group
+ *     reads the group's tier: the slowest of the keys stored under it,
+ *     which are the page's own unless workers of another layout store more
+ *     under the same group id (then slower, never faster).
+ *   - vLLM: page_tier follows sci_index_check_pages' per-block meaning (the
+ *     slowest full-attention chunk covering the block); prefix_pages[t] is
+ *     Dynamo's answer (aligned, the last token never credited) with
+ *     "present" read as "present at tier <= t".
+ * So prefix_pages never decreases with t, and at the slowest tier it is
+ * the plain answer. Under SCI_RESIDENCY_OBJECT every present page is at the
+ * slowest tier. The same argument rules as sci_index_check_pages
+ * (`page_tier_cap` for `hits_cap`; a `block_size` other than the layout's
+ * answers zero pages, n_tiers still set); `extras` may be NULL
+ * (sci_request_extras; on an SGLang layout a request with extras has no
+ * hit). `result` needs struct_size covering pages_at. Counted as one
+ * query. Once warm, a call allocates no memory. */
+sci_status sci_index_check_tiers(sci_index *index, const sci_layout *layout,
+                                 const uint32_t *tokens, size_t n_tokens, uint32_t block_size,
+                                 const sci_request_extras *extras,
+                                 uint8_t *page_tier, size_t page_tier_cap,
+                                 sci_tier_result *result);
 
 /* ------------------------------------------------------------------------ */
 /* Live subscription                                                        */

@@ -5,6 +5,7 @@
 // sha256, PYTHONHASHSEED 0), recomputed with CPython's pickle and hashlib.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -55,9 +56,13 @@ class CapiVllm : public ::testing::Test {
   }
   void TearDown() override { sci_layout_free(layout_); }
 
-  void StoreChunk(const char* hash, sci_event_kind kind = SCI_EVENT_STORED) {
+  // The chunk's keys (both ranks', or rank `only_rank`'s) on `medium`, in
+  // `index` (the fixture's by default).
+  void StoreChunk(const char* hash, sci_event_kind kind = SCI_EVENT_STORED, std::string_view medium = {},
+                  int only_rank = -1, sci_index* index = nullptr) {
     std::vector<std::string> keys;
     for (int rank = 0; rank < 2; ++rank) {
+      if (only_rank >= 0 && rank != only_rank) continue;
       keys.push_back("prod@Qwen3-8B@tp_rank:" + std::to_string(rank) + "@pcp0@dcp0@pp_rank:0@group:0@" + hash);
     }
     std::vector<sci_event> events;
@@ -65,9 +70,12 @@ class CapiVllm : public ::testing::Test {
       sci_event event{};
       event.kind = kind;
       event.object_key = Str(key);
+      event.medium = sci_str{medium.data(), medium.size()};
       events.push_back(event);
     }
-    ASSERT_EQ(sci_index_apply_events(index_.index, ++sequence_, events.data(), events.size()), SCI_OK);
+    ASSERT_EQ(sci_index_apply_events(index != nullptr ? index : index_.index, ++sequence_, events.data(),
+                                     events.size()),
+              SCI_OK);
   }
   size_t Prefix(const std::vector<uint32_t>& tokens) {
     size_t prefix = 99;
@@ -260,6 +268,135 @@ TEST_F(CapiVllm, AHugeTokenCountWithFewHashesIsAnsweredAtOnce) {
   hashes.event_hashes = kEventHashes;
   ASSERT_EQ(sci_index_check_block_hashes(index_.index, layout_, &hashes, 16, &prefix), SCI_OK) << sci_last_error();
   EXPECT_EQ(prefix, 1u);
+}
+
+// Tiers (1.3): per block, the slowest chunk covering it; per tier, Dynamo's
+// prefix counting only chunks at that tier or faster.
+TEST_F(CapiVllm, TiersGiveEachBlocksTierAndDynamosPrefixPerTier) {
+  sci_index_options options = SCI_INDEX_OPTIONS_INIT;
+  options.residency = SCI_RESIDENCY_PER_MEDIUM;
+  sci_index* index = nullptr;
+  ASSERT_EQ(sci_index_new(&options, &index), SCI_OK) << sci_last_error();
+  StoreChunk(kChain[0], SCI_EVENT_STORED, "cpu", -1, index);
+  StoreChunk(kChain[1], SCI_EVENT_STORED, "cpu", -1, index);
+  StoreChunk(kChain[1], SCI_EVENT_STORED, "disk", 1, index);
+  StoreChunk(kChain[1], SCI_EVENT_REMOVED, "cpu", 1, index);  // chunk 1: rank 1 on disk only
+  StoreChunk(kChain[2], SCI_EVENT_STORED, "cpu", -1, index);
+  StoreChunk(kChain[3], SCI_EVENT_STORED, "disk", -1, index);
+  const std::vector<uint32_t> tokens = Iota(64);
+  std::vector<uint8_t> tiers(4, 0xEE);
+  sci_tier_result result = SCI_TIER_RESULT_INIT;
+  ASSERT_EQ(sci_index_check_tiers(index, layout_, tokens.data(), tokens.size(), 16, nullptr, tiers.data(),
+                                  tiers.size(), &result),
+            SCI_OK)
+      << sci_last_error();
+  EXPECT_EQ(tiers, (std::vector<uint8_t>{0, 1, 0, 1}));
+  EXPECT_EQ(result.n_tiers, 2u);
+  EXPECT_EQ(result.n_pages, 4u);
+  EXPECT_EQ(result.prefix_pages[0], 1u) << "chunk 1 is on disk";
+  EXPECT_EQ(result.prefix_pages[1], 3u) << "the last token is never credited";
+  EXPECT_EQ(result.prefix_pages[2], 0u);
+  EXPECT_EQ(result.pages_at[0], 2u);
+  EXPECT_EQ(result.pages_at[1], 2u);
+  size_t prefix = 99;
+  ASSERT_EQ(sci_index_check_prefix(index, layout_, tokens.data(), tokens.size(), 16, &prefix), SCI_OK);
+  EXPECT_EQ(prefix, result.prefix_pages[1]) << "the slowest tier's prefix is the plain answer";
+  // A chunk gone: absent at every tier, and the prefixes stop before it.
+  StoreChunk(kChain[0], SCI_EVENT_REMOVED, "cpu", 0, index);
+  ASSERT_EQ(sci_index_check_tiers(index, layout_, tokens.data(), tokens.size(), 16, nullptr, tiers.data(),
+                                  tiers.size(), &result),
+            SCI_OK);
+  EXPECT_EQ(tiers, (std::vector<uint8_t>{SCI_TIER_ABSENT, 1, 0, 1}));
+  EXPECT_EQ(result.prefix_pages[0], 0u);
+  EXPECT_EQ(result.prefix_pages[1], 0u);
+  // Extras are the request's: a LoRA request of the same tokens has other hashes.
+  const std::string lora = "lora-a";
+  sci_request_extras extras = SCI_REQUEST_EXTRAS_INIT;
+  extras.lora_name = Str(lora);
+  ASSERT_EQ(sci_index_check_tiers(index, layout_, tokens.data(), tokens.size(), 16, &extras, tiers.data(),
+                                  tiers.size(), &result),
+            SCI_OK);
+  EXPECT_EQ(tiers, (std::vector<uint8_t>(4, SCI_TIER_ABSENT)));
+  sci_index_free(index);
+}
+
+TEST_F(CapiVllm, TierQueryArgumentsAreCheckedAsAPageQuerys) {
+  const std::vector<uint32_t> tokens = Iota(64);
+  std::vector<uint8_t> tiers(4, 0xEE);
+  sci_tier_result result = SCI_TIER_RESULT_INIT;
+  EXPECT_EQ(sci_index_check_tiers(nullptr, layout_, tokens.data(), 64, 16, nullptr, tiers.data(), 4, &result),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_index_check_tiers(index_.index, nullptr, tokens.data(), 64, 16, nullptr, tiers.data(), 4, &result),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 16, nullptr, tiers.data(), 4, nullptr),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("result is NULL"), std::string::npos) << sci_last_error();
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, nullptr, 64, 16, nullptr, tiers.data(), 4, &result),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 16, nullptr, tiers.data(), 3, &result),
+            SCI_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 16, nullptr, nullptr, 4, &result),
+            SCI_ERR_INVALID_ARGUMENT);
+  sci_tier_result small = SCI_TIER_RESULT_INIT;
+  small.struct_size = offsetof(sci_tier_result, pages_at);
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 16, nullptr, tiers.data(), 4, &small),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("struct_size"), std::string::npos) << sci_last_error();
+  sci_request_extras extras = SCI_REQUEST_EXTRAS_INIT;
+  extras.cache_salt = sci_str{nullptr, 2};
+  EXPECT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 16, &extras, tiers.data(), 4, &result),
+            SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(tiers, (std::vector<uint8_t>(4, 0xEE))) << "a refused call writes nothing";
+  // The wrong block size: no page, the tiers still named.
+  result.n_tiers = 99;
+  ASSERT_EQ(sci_index_check_tiers(index_.index, layout_, tokens.data(), 64, 64, nullptr, nullptr, 0, &result), SCI_OK);
+  EXPECT_EQ(result.n_pages, 0u);
+  EXPECT_EQ(result.n_tiers, 2u);
+  // An SGLang request with extras: no page at any tier.
+  sci_layout* sglang = nullptr;
+  const std::string config = R"({"page_size": 16})";
+  ASSERT_EQ(sci_layout_new_json(Str(config), &sglang), SCI_OK);
+  const std::string lora = "lora-a";
+  extras.cache_salt = sci_str{nullptr, 0};
+  extras.lora_name = Str(lora);
+  ASSERT_EQ(sci_index_check_tiers(index_.index, sglang, tokens.data(), 64, 16, &extras, tiers.data(), 4, &result),
+            SCI_OK);
+  EXPECT_EQ(tiers, (std::vector<uint8_t>(4, SCI_TIER_ABSENT)));
+  EXPECT_EQ(result.n_pages, 4u);
+  sci_layout_free(sglang);
+}
+
+TEST(CapiTierMap, AnIndexRefusesAMapThatIsNotOneNamingTheItem) {
+  sci_index_options options = SCI_INDEX_OPTIONS_INIT;
+  const std::string good = "hbm=0,cpu=1,disk=2";
+  options.medium_tiers = Str(good);
+  sci_index* index = nullptr;
+  ASSERT_EQ(sci_index_new(&options, &index), SCI_OK) << sci_last_error();
+  sci_layout* layout = nullptr;
+  const std::string config = R"({"page_size": 16})";
+  ASSERT_EQ(sci_layout_new_json(Str(config), &layout), SCI_OK);
+  const std::vector<uint32_t> tokens = Iota(16);
+  uint8_t tier = 0;
+  sci_tier_result result = SCI_TIER_RESULT_INIT;
+  ASSERT_EQ(sci_index_check_tiers(index, layout, tokens.data(), 16, 16, nullptr, &tier, 1, &result), SCI_OK);
+  EXPECT_EQ(result.n_tiers, 3u);
+  EXPECT_EQ(tier, SCI_TIER_ABSENT);
+  sci_layout_free(layout);
+  sci_index_free(index);
+  const std::string bad = "cpu=0,disk=2";
+  options.medium_tiers = Str(bad);
+  index = reinterpret_cast<sci_index*>(0x1);
+  EXPECT_EQ(sci_index_new(&options, &index), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(index, nullptr);
+  EXPECT_NE(std::string(sci_last_error()).find("medium_tiers: tier 1 has no medium"), std::string::npos)
+      << sci_last_error();
+  options.medium_tiers = sci_str{nullptr, 3};
+  EXPECT_EQ(sci_index_new(&options, &index), SCI_ERR_INVALID_ARGUMENT);
+  // A 1.2 caller's struct stops before the map: the default.
+  options.medium_tiers = Str(bad);
+  options.struct_size = offsetof(sci_index_options, medium_tiers);
+  ASSERT_EQ(sci_index_new(&options, &index), SCI_OK) << sci_last_error();
+  sci_index_free(index);
 }
 
 }  // namespace

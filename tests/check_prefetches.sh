@@ -29,7 +29,9 @@ check() {
 check "SGLang check_pages (RunAllPages, tokens)" 'RunAllPages.*TokenHashes'
 check "SGLang check_pages (RunAllPages, page hashes)" 'RunAllPages.*CheckPageHashes'
 check "SGLang check_prefix" '_ZN3sci11CheckPrefixERNS_5Index'
-check "vLLM check_pages (CheckBlocks)" '_ZN3sci4vllm11CheckBlocks'
+# Query::Blocks is shared by check_pages and check_tiers, so GCC may keep it
+# out of line: count it too.
+check "vLLM check_pages (CheckBlocks or its block pass)" '_ZN3sci4vllm11CheckBlocks|vllm.*Query6Blocks'
 # The vLLM prefix walk (Query::WalkRounds) is shared by check_prefix and by
 # check_pages' prefix_hits, so GCC may keep it out of line: count it too.
 check "vLLM check_prefix (CheckPrefix or its walk)" '_ZN3sci4vllm11CheckPrefix|vllm.*Query10WalkRounds'

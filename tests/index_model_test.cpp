@@ -61,10 +61,11 @@ struct Model {
   // Residency (index-semantics.md): under the per-medium rule, each present
   // key's media as bits of the numbers below (0: unknown, which any removal
   // drops). Medium names are numbered in order of first sight, 8 at most,
-  // never taken back; a name beyond them is unknown.
+  // never taken back; a name beyond them is unknown. The tier map's media
+  // (the default, cpu=0 and disk=1) are numbered first, as the index does.
   Residency residency = Residency::kObject;
   std::map<std::pair<std::string, std::string>, uint32_t> media;
-  std::vector<std::string> medium_names;
+  std::vector<std::string> medium_names = {"cpu", "disk"};
   uint64_t medium_removals_kept = 0, tenant_clears = 0;
   bool has_sequence = false;
   uint64_t last_sequence = 0;
@@ -109,6 +110,21 @@ struct Model {
   void LoadKey(const std::string& tenant, const std::string& key) {
     keys[{tenant, key}] = "";
     media[{tenant, key}] = 0;
+  }
+
+  // Tiers (medium_tiers.h, the default map): a key on cpu is at tier 0;
+  // on other media only, or on media unknown, at tier 1.
+  uint8_t KeyTier(const std::string& tenant, const std::string& key) const {
+    auto it = media.find({Tenant(tenant), key});
+    return it != media.end() && (it->second & 1u) != 0 ? 0 : 1;
+  }
+  // The slowest tier among the present keys stored under `group`.
+  uint8_t GroupTier(const std::string& tenant, const std::string& group) const {
+    uint8_t tier = 0;
+    for (const auto& [key, label] : keys) {
+      if (key.first == Tenant(tenant) && label == group) tier = std::max(tier, KeyTier(key.first, key.second));
+    }
+    return tier;
   }
 
   bool GroupKnown(const std::string& tenant, const std::string& group) const {
@@ -672,6 +688,8 @@ struct PageRunStats {
   uint64_t snapshot_loads = 0;
   uint64_t groups_adopted = 0;
   uint64_t unknown_keyless = 0;
+  uint64_t tier_pages = 0;       // present pages a tier query answered
+  uint64_t tier_pages_fast = 0;  // ... at tier 0
   uint64_t operations() const {
     return batches + messages + malformed + unknown_keyless + queries + layout_changes + snapshot_loads;
   }
@@ -685,8 +703,20 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
   const PageUniverse& u = Universe();
   const LayoutPages& pages = u.Pages(spec, request);
   std::vector<uint8_t> hits(pages.hashes.size());
+  std::vector<uint8_t> tiers;
   PageQueryResult result;
-  if (by_tokens) {
+  // Half the queries by tokens ask for tiers (the same pages, read the same way).
+  const bool by_tiers = by_tokens && (request + run.queries) % 2 == 0;
+  if (by_tiers) {
+    tiers.resize(pages.hashes.size());
+    TierAnswer answer;
+    result = CheckTiers(index, layout, u.requests()[request], kPageSize, tiers, &answer);
+    for (size_t page = 0; page < tiers.size(); ++page) hits[page] = tiers[page] != MediumTiers::kAbsent ? 1 : 0;
+    ASSERT_EQ(answer.n_tiers, 2) << where;
+    ASSERT_EQ(answer.prefix_pages[1], result.prefix_hits) << where;
+    ASSERT_LE(answer.prefix_pages[0], answer.prefix_pages[1]) << where;
+    ASSERT_EQ(answer.pages_at[0] + answer.pages_at[1], result.total_hits) << where;
+  } else if (by_tokens) {
     result = CheckPages(index, layout, u.requests()[request], kPageSize, hits);
   } else {
     result = CheckPageHashes(
@@ -705,6 +735,29 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
     if (exact) {
       ASSERT_EQ(hits[page] == 1, in_model) << where << " layout " << spec << " request " << request << " page "
                                            << page << (by_tokens ? " (tokens)" : " (hashes)");
+      if (by_tiers && in_model) {
+        // The page's own tier; a page answered through its group reads the
+        // group's, slower if the group holds keys of other pages (a label
+        // naming another page's group), never faster.
+        uint8_t page_tier = 0;
+        for (size_t id : pages.key_ids[page]) {
+          page_tier = std::max(page_tier, model.KeyTier(u.keys()[id].tenant, u.keys()[id].key));
+        }
+        const PageKey& first = u.keys()[pages.key_ids[page].front()];
+        const uint8_t slowest = std::max(page_tier, model.GroupTier(first.tenant, first.group));
+        ASSERT_GE(tiers[page], page_tier) << where << " tier faster than the page's keys: page " << page;
+        ASSERT_LE(tiers[page], slowest) << where << " tier slower than its keys and group: page " << page;
+        bool group_is_the_page = true;
+        for (const auto& [key, label] : model.keys) {
+          if (key.first != Model::Tenant(first.tenant) || label != first.group) continue;
+          bool of_page = false;
+          for (size_t id : pages.key_ids[page]) of_page = of_page || u.keys()[id].key == key.second;
+          group_is_the_page = group_is_the_page && of_page;
+        }
+        if (group_is_the_page) ASSERT_EQ(tiers[page], page_tier) << where << " page " << page;
+        ++run.tier_pages;
+        run.tier_pages_fast += tiers[page] == 0 ? 1 : 0;
+      }
     } else {
       ASSERT_FALSE(hits[page] == 1 && !in_model)
           << where << " false hit: layout " << spec << " request " << request << " page " << page;
@@ -864,6 +917,15 @@ TEST_P(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
   EXPECT_GT(run.malformed, 0u);
   EXPECT_GT(run.unknown_keyless, 0u);
   EXPECT_GT(run.groups_adopted, 0u) << "snapshot pages should be asked for and adopted";
+  EXPECT_GT(run.tier_pages, 0u) << "tier queries should find present pages";
+  if (GetParam() == Residency::kPerMedium) {
+    EXPECT_GT(run.tier_pages_fast, 0u) << "some present pages should be all on cpu";
+    EXPECT_LT(run.tier_pages_fast, run.tier_pages) << "some present pages should have a key off cpu";
+  } else {
+    EXPECT_EQ(run.tier_pages_fast, 0u) << "the object rule keeps no media: every page at the slowest tier";
+  }
+  std::printf("tiers: %llu present pages answered, %llu at tier 0\n", static_cast<unsigned long long>(run.tier_pages),
+              static_cast<unsigned long long>(run.tier_pages_fast));
   std::printf("page model: %llu operations (%llu batches, %llu messages, %llu malformed, %llu queries, "
               "%llu layout changes, %llu snapshot loads), %llu page hits, %llu groups adopted\n",
               static_cast<unsigned long long>(run.operations()), static_cast<unsigned long long>(run.batches),

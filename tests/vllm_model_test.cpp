@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "index/index.h"
+#include "index/medium_tiers.h"
 #include "vllm/block_hash.h"
 #include "vllm/chunk_query.h"
 #include "vllm/layout.h"
@@ -116,17 +117,41 @@ std::string TenantName(const std::string& tenant) { return tenant.empty() ? "def
 
 struct Model {
   const Case& c;
-  std::set<std::pair<std::string, std::string>> present;  // (tenant, key)
+  // (tenant, key) -> its media under the per-medium rule (kCpu, kDisk;
+  // 0: unknown, which any removal drops).
+  std::map<std::pair<std::string, std::string>, uint8_t> present;
+  static constexpr uint8_t kCpu = 1, kDisk = 2;
+  static uint8_t MediumBit(std::string_view medium) { return medium == "cpu" ? kCpu : medium == "disk" ? kDisk : 0; }
+
+  void Store(const std::pair<std::string, std::string>& key, std::string_view medium) {
+    const auto held = present.find(key);
+    const uint8_t bit = MediumBit(medium);
+    present[key] = bit != 0 && held != present.end() && held->second != 0 ? held->second | bit : bit;
+  }
+  void Remove(const std::pair<std::string, std::string>& key, std::string_view medium) {
+    const auto held = present.find(key);
+    const uint8_t bit = MediumBit(medium);
+    if (held == present.end()) return;
+    if (bit != 0 && (held->second & ~bit) != 0) {
+      held->second &= static_cast<uint8_t>(~bit);  // still on another medium
+    } else {
+      present.erase(held);
+    }
+  }
 
   // Chunk `chunk` of group g, for a request of n_tokens whose router holds
-  // the hex digests `hex` ("" for one it could not learn).
-  bool ChunkPresent(const std::vector<std::string>& hex, size_t n_tokens, size_t g, size_t chunk) const {
+  // the hex digests `hex` ("" for one it could not learn), present at tier
+  // `max_tier` or faster (the default map: cpu 0, disk and unknown media 1).
+  bool ChunkPresent(const std::vector<std::string>& hex, size_t n_tokens, size_t g, size_t chunk,
+                    int max_tier = 1) const {
     const size_t end = (chunk + 1) * c.groups[g].block_size;
     if (end > n_tokens) return false;
     const size_t key_block = end / kHashBlock - 1;
     if (key_block >= hex.size() || hex[key_block].empty()) return false;
     for (int rank = 0; rank < c.tp_prefixes; ++rank) {
-      if (present.count({TenantName(c.tenant), PrefixOf(c, g, rank) + "@" + hex[key_block]}) == 0) return false;
+      const auto it = present.find({TenantName(c.tenant), PrefixOf(c, g, rank) + "@" + hex[key_block]});
+      if (it == present.end()) return false;
+      if (max_tier < 1 && (it->second & kCpu) == 0) return false;
     }
     return true;
   }
@@ -134,7 +159,7 @@ struct Model {
   // Section 3's rule, and one more (index-semantics.md: uncertainty is a
   // miss): some chunk must vouch for the prefix (a layout of one-token
   // sliding windows alone needs none).
-  bool Holds(const std::vector<std::string>& hex, size_t n_tokens, size_t length) const {
+  bool Holds(const std::vector<std::string>& hex, size_t n_tokens, size_t length, int max_tier) const {
     size_t required = 0;
     for (size_t g = 0; g < c.groups.size(); ++g) {
       const GroupCase& group = c.groups[g];
@@ -142,7 +167,7 @@ struct Model {
       switch (group.kind) {
         case GroupKind::kFullAttention:
           for (size_t chunk = 0; chunk < ending; ++chunk) {
-            if (!ChunkPresent(hex, n_tokens, g, chunk)) return false;
+            if (!ChunkPresent(hex, n_tokens, g, chunk, max_tier)) return false;
           }
           required += ending;
           break;
@@ -150,13 +175,13 @@ struct Model {
           const size_t window_chunks = (group.window - 1 + group.block_size - 1) / group.block_size;
           const size_t needed = std::min(window_chunks, ending);
           for (size_t chunk = ending - needed; chunk < ending; ++chunk) {
-            if (!ChunkPresent(hex, n_tokens, g, chunk)) return false;
+            if (!ChunkPresent(hex, n_tokens, g, chunk, max_tier)) return false;
           }
           required += needed;
           break;
         }
         case GroupKind::kMamba:
-          if (length % group.block_size != 0 || ending == 0 || !ChunkPresent(hex, n_tokens, g, ending - 1)) {
+          if (length % group.block_size != 0 || ending == 0 || !ChunkPresent(hex, n_tokens, g, ending - 1, max_tier)) {
             return false;
           }
           required += 1;
@@ -167,21 +192,21 @@ struct Model {
   }
 
   // Dynamo's answer, in router blocks.
-  size_t Prefix(const std::vector<std::string>& hex, size_t n_tokens) const {
+  size_t Prefix(const std::vector<std::string>& hex, size_t n_tokens, int max_tier = 1) const {
     if (n_tokens == 0) return 0;
     const size_t b = c.router_block;
     const size_t credited = (n_tokens - 1) / b * b;
     size_t alignment = std::lcm<size_t>(b, c.lcm_block == 0 ? b : c.lcm_block);
     for (const GroupCase& group : c.groups) alignment = std::lcm<size_t>(alignment, group.block_size);
     for (size_t length = credited / alignment * alignment; length > 0; length -= alignment) {
-      if (Holds(hex, n_tokens, length)) return length / b;
+      if (Holds(hex, n_tokens, length, max_tier)) return length / b;
     }
     return 0;
   }
 
   // Per block: every full-attention chunk the block overlaps is inside the
   // request and present (chunk_query.h); no full-attention group, no hit.
-  std::vector<uint8_t> Blocks(const std::vector<std::string>& hex, size_t n_tokens) const {
+  std::vector<uint8_t> Blocks(const std::vector<std::string>& hex, size_t n_tokens, int max_tier = 1) const {
     const size_t b = c.router_block;
     std::vector<uint8_t> hits(n_tokens / b, 0);
     bool any_full = false;
@@ -193,12 +218,19 @@ struct Model {
         if (c.groups[g].kind != GroupKind::kFullAttention) continue;
         const size_t size = c.groups[g].block_size;
         for (size_t chunk = i * b / size; chunk <= ((i + 1) * b - 1) / size && hit; ++chunk) {
-          hit = ChunkPresent(hex, n_tokens, g, chunk);
+          hit = ChunkPresent(hex, n_tokens, g, chunk, max_tier);
         }
       }
       hits[i] = hit ? 1 : 0;
     }
     return hits;
+  }
+  // Each block's tier (MediumTiers::kAbsent: no hit).
+  std::vector<uint8_t> BlockTiers(const std::vector<std::string>& hex, size_t n_tokens) const {
+    const std::vector<uint8_t> fast = Blocks(hex, n_tokens, 0), any = Blocks(hex, n_tokens, 1);
+    std::vector<uint8_t> tiers(any.size());
+    for (size_t i = 0; i < tiers.size(); ++i) tiers[i] = fast[i] ? 0 : any[i] ? 1 : MediumTiers::kAbsent;
+    return tiers;
   }
 };
 
@@ -269,6 +301,7 @@ class Driver {
   }
 
   size_t hits_seen() const { return hits_seen_; }
+  size_t tier_prefixes_seen() const { return tier_prefixes_seen_; }
   size_t prefix_hits_seen() const { return prefix_hits_seen_; }
 
  private:
@@ -303,9 +336,11 @@ class Driver {
     return OwnedEvent{EventKind::kStored, std::move(key), std::move(group), tenant.empty() ? LayoutTenant() : tenant,
                       rng_() % 4 == 0 ? "disk" : "cpu"};
   }
+  // Under the per-medium rule: from memory, from disk, or (no medium) whole.
   OwnedEvent Removed(std::string key, std::string tenant = "") {
+    const uint64_t medium = rng_() % 10;
     return OwnedEvent{EventKind::kRemoved, std::move(key), rng_() % 2 ? "" : "0",
-                      tenant.empty() ? LayoutTenant() : tenant, "cpu"};
+                      tenant.empty() ? LayoutTenant() : tenant, medium < 5 ? "cpu" : medium < 8 ? "disk" : ""};
   }
   // The layout's tenant as events spell it: "" and "default" are one.
   std::string LayoutTenant() {
@@ -322,12 +357,12 @@ class Driver {
     for (const OwnedEvent& e : batch) {
       const std::pair<std::string, std::string> key{TenantName(e.tenant), e.key};
       switch (e.kind) {
-        case EventKind::kStored: model_.present.insert(key); break;
-        case EventKind::kRemoved: model_.present.erase(key); break;
+        case EventKind::kStored: model_.Store(key, e.medium); break;
+        case EventKind::kRemoved: model_.Remove(key, e.medium); break;
         case EventKind::kAllCleared: model_.present.clear(); break;
         case EventKind::kTenantCleared:
           for (auto it = model_.present.begin(); it != model_.present.end();) {
-            it = it->first == TenantName(e.tenant) ? model_.present.erase(it) : std::next(it);
+            it = it->first.first == TenantName(e.tenant) ? model_.present.erase(it) : std::next(it);
           }
           break;
         default: break;
@@ -378,8 +413,8 @@ class Driver {
       Apply(std::move(batch));
     } else if (op < 74) {  // remove a random present key of the layout's tenant
       std::vector<std::string> mine;
-      for (const auto& [tenant, key] : model_.present) {
-        if (tenant == TenantName(c_.tenant)) mine.push_back(key);
+      for (const auto& [key, media] : model_.present) {
+        if (key.first == TenantName(c_.tenant)) mine.push_back(key.second);
       }
       if (mine.empty()) return;
       Apply({Removed(mine[Pick(mine.size())])});
@@ -504,6 +539,22 @@ class Driver {
       // layout kind; the leading run of hits[] may be longer (a hybrid's Mamba
       // state missing) or shorter (no full-attention group: hits[] all 0).
       EXPECT_EQ(blocks.prefix_hits, entry.prefix) << Where(request, n_tokens, entry.name) << " (prefix_hits)";
+
+      // Tiers: each block's, and Dynamo's prefix at each tier.
+      const std::vector<std::string>& digests = entry.blocks == &want_blocks ? hex : known;
+      std::vector<uint8_t> tiers(n_tokens / b + 1, 9);
+      TierAnswer answer;
+      const PageQueryResult tiered =
+          CheckTiers(index_, layout_, entry.source, b, std::span<uint8_t>(tiers.data(), n_tokens / b), &answer);
+      EXPECT_EQ(tiers.back(), 9) << Where(request, n_tokens, entry.name) << ": wrote past the blocks";
+      tiers.pop_back();
+      EXPECT_EQ(tiers, model_.BlockTiers(digests, n_tokens)) << Where(request, n_tokens, entry.name) << " (CheckTiers)";
+      EXPECT_EQ(answer.n_tiers, 2);
+      EXPECT_EQ(answer.prefix_pages[0], model_.Prefix(digests, n_tokens, 0)) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(answer.prefix_pages[1], entry.prefix) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(tiered.prefix_hits, entry.prefix) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(answer.pages_at[0] + answer.pages_at[1], total) << Where(request, n_tokens, entry.name);
+      tier_prefixes_seen_ += answer.prefix_pages[0];
     }
     // A block size other than the router's checks nothing.
     EXPECT_EQ(CheckPrefix(index_, layout_, ChainSource::Tokens(tokens, extras), 2 * b).prefix_hits, 0u);
@@ -529,12 +580,12 @@ class Driver {
   Model model_;
   std::mt19937_64 rng_;
   std::vector<Request> requests_;
-  Index index_{VllmIndexOptions()};
+  Index index_{VllmIndexOptions(IndexOptions{.residency = Residency::kPerMedium})};
   uint64_t sequence_ = 0;
   std::vector<OwnedEvent> last_batch_;
   size_t last_request_ = 0;
   int step_ = 0;
-  size_t hits_seen_ = 0, prefix_hits_seen_ = 0;
+  size_t hits_seen_ = 0, prefix_hits_seen_ = 0, tier_prefixes_seen_ = 0;
 };
 
 // ---- the suite ----
@@ -592,6 +643,7 @@ TEST_P(VllmModel, QueriesEqualTheModelAfterEveryStep) {
   }
   if (full) EXPECT_GT(driver.hits_seen(), 0u);
   if (vouching) EXPECT_GT(driver.prefix_hits_seen(), 0u);
+  if (vouching) EXPECT_GT(driver.tier_prefixes_seen(), 0u) << "some prefixes should be all in memory";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, VllmModel, ::testing::ValuesIn(Cases()),

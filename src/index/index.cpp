@@ -11,8 +11,23 @@ namespace sci {
 Index::Index(IndexOptions options)
     : max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries),
       residency_(options.residency),
+      tiers_(std::move(options.tiers)),
       head_group_prefix_(std::move(options.head_group_prefix)),
-      digest_key_separator_(std::move(options.digest_key_separator)) {}
+      digest_key_separator_(std::move(options.digest_key_separator)) {
+  // The map's media are numbered first, in its order, so that medium number
+  // i is its i-th name (MediumTiers::media) for the index's life; names the
+  // map does not have are numbered as they come, at the slowest tier.
+  const std::vector<std::pair<std::string, uint8_t>>& named = tiers_.media();
+  for (const auto& [name, tier] : named) media_names_.BitOf(name);
+  tier_of_media_[0] = tiers_.slowest();  // unknown media
+  for (unsigned media = 1; media < tier_of_media_.size(); ++media) {
+    uint8_t fastest = tiers_.slowest();
+    for (size_t bit = 0; bit < named.size(); ++bit) {
+      if ((media >> bit) & 1u) fastest = std::min(fastest, named[bit].second);
+    }
+    tier_of_media_[media] = fastest;
+  }
+}
 
 // ---------------------------------------------------------------- writer --
 
@@ -376,7 +391,7 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
     KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
     if (entry->group() == state->ref) continue;  // a key the request named twice
     entry->set_group(state->ref);
-    ++state->keys;
+    AttachKey(*state, TierOfMedia(entry->media()));
     // A stray under no group until now; under its head's group, no longer
     // (the request's keys are the head's: the query derived them from it).
     if (request.group_named_by_head) strays_.Remove(request.group, TenantTagOf(key));
@@ -402,6 +417,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   KeyTable& keys = key_shards_[ShardOf(packed)];
   KeyEntry* entry = keys.find(packed);
   const bool was_stray = entry != nullptr && IsStray(key, entry->group());
+  const uint8_t was_tier = entry != nullptr ? TierOfMedia(entry->media()) : 0;
   if (entry == nullptr) {
     if (!HasRoom()) {
       // Refusing keeps the answer conservative: a key we do not hold can
@@ -426,6 +442,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   // media (a key stored on "cpu" is there until "cpu" is removed, whatever
   // its other media).
   entry->set_media(medium);
+  const uint8_t tier = TierOfMedia(medium);
   // A new physical object of the group may be one a verification did not
   // see: the group must be proven again (AcquireGroup invalidates it). The
   // group the key leaves, even if it is the same one, loses a key it was
@@ -436,9 +453,11 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   const GroupRef next_ref = next != nullptr ? next->ref : kNoGroup;
   if (previous != next_ref) {
     entry->set_group(next_ref);
-    if (next != nullptr) ++next->keys;
+    if (next != nullptr) AttachKey(*next, tier);
     // (`next` keeps a key, so this erases another group: an erase moves nothing.)
-    if (previous != kNoGroup) DetachKey(previous);
+    if (previous != kNoGroup) DetachKey(previous, was_tier);
+  } else if (previous != kNoGroup && tier != was_tier) {
+    Retier(previous, was_tier, tier);
   }
   const bool is_stray = IsStray(key, next_ref);
   if (is_stray != was_stray) {
@@ -459,7 +478,12 @@ bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
   if (entry == nullptr || entry->media() == 0 || medium == 0) return false;
   const MediaSet left = entry->media() & static_cast<MediaSet>(~medium);
   if (left == 0) return false;
+  const uint8_t was_tier = TierOfMedia(entry->media());
   entry->set_media(left);
+  // Still present, under the same group: only the group's tier may change.
+  if (entry->group() != kNoGroup && TierOfMedia(left) != was_tier) {
+    Retier(entry->group(), was_tier, TierOfMedia(left));
+  }
   return true;
 }
 
@@ -468,6 +492,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   KeyTable& keys = key_shards_[ShardOf(packed)];
   if (KeyEntry* found = keys.find(packed)) {
     const GroupRef ref = found->group();
+    const uint8_t tier = TierOfMedia(found->media());
     if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key), TenantTagOf(key.key));
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
@@ -476,7 +501,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
     RemoveTail(key);
     // The group the key was stored under: the only one a verification
     // through this key can have marked.
-    if (ref != kNoGroup) DetachKey(ref);
+    if (ref != kNoGroup) DetachKey(ref, tier);
   }
   // The labelled group too, whatever the key's own: a removal is
   // conservative. No other group can have been verified with this key.
@@ -633,17 +658,23 @@ Index::GroupState* Index::AcquireGroup(const Fingerprint& group, const Fingerpri
     refs_.push_back(RefInfo{group, named_head});
   }
   GroupState state;
-  state.generation = next_generation_++;
+  state.set_generation(next_generation_++);
   state.ref = ref;
   GroupState* stored = groups_.insert_absent(PackedKey(group), state);
   group_count_.fetch_add(1, std::memory_order_relaxed);
   return stored;
 }
 
-void Index::DetachKey(GroupRef ref) {
+void Index::Retier(GroupRef ref, uint8_t from, uint8_t to) {
+  GroupState& state = *groups_.find(PackedKey(refs_[ref].group));
+  state.set_tier_counts(TierCounts::Add(TierCounts::Add(state.tier_counts(), from, false), to, true));
+}
+
+void Index::DetachKey(GroupRef ref, uint8_t tier) {
   const Fingerprint group = refs_[ref].group;
   GroupState* found = groups_.find(PackedKey(group));
   GroupState& state = *found;
+  state.set_tier_counts(TierCounts::Add(state.tier_counts(), tier, false));
   if (--state.keys > 0) {
     Invalidate(state);
     return;
@@ -669,7 +700,7 @@ void Index::ForgetVerification(const GroupState& state) {
 void Index::Invalidate(GroupState& state) {
   ForgetVerification(state);
   state.verification.word.store(0, std::memory_order_relaxed);
-  state.generation = next_generation_++;
+  state.set_generation(next_generation_++);
 }
 
 void Index::DropAllVerification() {
@@ -757,7 +788,7 @@ void Index::ClearTenant(uint64_t tenant_seed) {
       // (The lambda runs within this hold; the analysis cannot see that.)
       keys.erase_if(b, b + kBucketsPerHold, [&](const PackedKey& key, KeyEntry& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         if (TenantTagOf(key.Unpack()) != tag) return false;
-        if (entry.group() != kNoGroup) DetachKey(entry.group());
+        if (entry.group() != kNoGroup) DetachKey(entry.group(), TierOfMedia(entry.media()));
         key_count_.fetch_sub(1, std::memory_order_relaxed);
         --keys_by_tag_[tag];
         return true;
@@ -838,6 +869,7 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
     const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
     if (entry == nullptr) return KeyCheck{};
     check.all_under_group = check.all_under_group && entry->group() == group;
+    check.tier = std::max(check.tier, TierOfMedia(entry->media()));
   }
   return check;
 }
@@ -867,13 +899,20 @@ PageTailsCheck Index::CheckPageTailsLocked(const Fingerprint& head, uint64_t req
   return PageTailsCheck{true, KeyCheck{true, group != kNoGroup && tails->group == group}};
 }
 
+uint8_t Index::GroupTierLocked(const Fingerprint& group, GroupRef ref) const {
+  if (held_.load(std::memory_order_relaxed)) return MediumTiers::kAbsent;
+  const GroupState* state = groups_.find(PackedKey(group));
+  if (state == nullptr || state->ref != ref) return MediumTiers::kAbsent;
+  return TierCounts::SlowestTier(state->tier_counts());
+}
+
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
   if (held_.load(std::memory_order_relaxed)) return false;
   GroupState* state = groups_.find(PackedKey(group));
   // A key stored under the group, or leaving it, since the probe: what the
   // caller checked may not be the group's current object set.
-  if (state == nullptr || state->generation != probe.generation) return false;
+  if (state == nullptr || state->generation() != probe.generation) return false;
   // A clear since the probe.
   const uint32_t epoch = probe.verify_epoch;
   if (CurrentVerifyEpoch() != epoch) return false;

@@ -79,6 +79,7 @@
 #include "index/fingerprint_table.h"
 #include "index/key_entry.h"
 #include "index/media_names.h"
+#include "index/medium_tiers.h"
 #include "index/page_tails.h"
 #include "index/table_lock.h"
 #include "index/stats.h"
@@ -137,6 +138,10 @@ struct IndexOptions {
   // digests by their low 64 bits (event_hash_digests.h, DigestOfEventHash).
   // Empty: none is kept, and every event hash is unresolved (a miss).
   std::string digest_key_separator = {};
+  // Which tier each medium is (medium_tiers.h): what tier queries answer.
+  // Media are known only under the per-medium rule; under the object rule
+  // every key is at the slowest tier.
+  MediumTiers tiers = {};
 };
 
 // What a query learned about a group before checking its keys.
@@ -146,6 +151,9 @@ struct GroupProbe {
   uint64_t generation = 0;   // changes whenever the group is invalidated
   uint32_t verify_epoch = 0; // epoch the verification would be made in
   GroupRef ref = kNoGroup;   // what the group's keys refer to it by
+  // With exists: the slowest tier among the keys stored under the group
+  // (medium_tiers.h), read in the same hold as `verified`.
+  uint8_t tier = 0;
   // With !exists: whether a key whose head names this group (stray_keys.h)
   // may be present under no group or another one. False proves, for a
   // layout naming its groups after its keys' heads, every key of the page
@@ -168,6 +176,7 @@ struct RequiredTails {
 struct KeyCheck {
   bool all_present = false;      // every key is present
   bool all_under_group = false;  // ... and each was stored under the expected group
+  uint8_t tier = 0;              // with all_present: the slowest of the keys' tiers
 };
 
 // What the page summary said of a page (CheckPageTails).
@@ -370,10 +379,22 @@ class Index {
         ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.MarkVerifiedLocked(group, probe, layout);
     }
+    // The slowest tier among the keys stored under `group`, if it is still
+    // the group `ref` stands for; MediumTiers::kAbsent if not (or held).
+    uint8_t GroupTier(const Fingerprint& group, GroupRef ref) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.GroupTierLocked(group, ref);
+    }
 
    private:
     Index& index_;
   };
+
+  // ---- tiers (medium_tiers.h) ----
+
+  const MediumTiers& tiers() const { return tiers_; }
+  // A key's tier: the fastest tier among its media; the slowest tier when
+  // they are unknown (0). A constant table, made with the index.
+  uint8_t TierOfMedia(MediaSet media) const { return tier_of_media_[media]; }
 
   // ---- counters ----
 
@@ -407,12 +428,46 @@ class Index {
   };
 
   // Written only with tables_lock_ held exclusively, except the
-  // verification word (see VerificationWord).
+  // verification word (see VerificationWord). 24 bytes: three to a pair of
+  // lines (fingerprint_table.h).
   struct GroupState {
-    uint64_t generation = 0;
+    // Two facts in one word (low 40 bits, high 24):
+    //  - the generation, which changes whenever the group is invalidated.
+    //    40 bits: it is compared only between a query's probe and its
+    //    mark, microseconds apart, and only 2^40 invalidations between
+    //    them could fool it;
+    //  - how many of its keys are at tiers 1, 2 and 3, a byte each (tier
+    //    0: the rest), so that a probe reads the group's tier with its
+    //    state (TierCounts below). The index keeps them as it keeps
+    //    `keys`: AttachKey, DetachKey, Retier.
+    uint64_t generation_and_tiers = 0;
+    static constexpr uint64_t kGenerationMask = (uint64_t{1} << 40) - 1;
+    uint64_t generation() const { return generation_and_tiers & kGenerationMask; }
+    void set_generation(uint64_t generation) {
+      generation_and_tiers = (generation_and_tiers & ~kGenerationMask) | (generation & kGenerationMask);
+    }
+    uint32_t tier_counts() const { return static_cast<uint32_t>(generation_and_tiers >> 40); }
+    void set_tier_counts(uint32_t counts) {
+      generation_and_tiers = (generation_and_tiers & kGenerationMask) | (uint64_t{counts} << 40);
+    }
     VerificationWord verification;
     GroupRef ref = kNoGroup;  // fixed for the group's life
     uint32_t keys = 0;        // present keys stored under it; the group goes at 0
+  };
+  static_assert(sizeof(GroupState) == 24, "three groups and their fingerprints fill a pair of lines");
+  // GroupState::tier_counts. A count that reaches 255 stays there until the
+  // group goes: the group then reads slower than it may be, never faster.
+  struct TierCounts {
+    static uint8_t SlowestTier(uint32_t counts) {
+      return counts >= (1u << 16) ? 3 : counts >= (1u << 8) ? 2 : counts != 0 ? 1 : 0;
+    }
+    static uint32_t Add(uint32_t counts, uint8_t tier, bool add) {
+      if (tier == 0) return counts;
+      const int shift = 8 * (tier - 1);
+      const uint32_t n = (counts >> shift) & 0xFF;
+      if (n == 0xFF) return counts;  // saturated: stays
+      return (counts & ~(0xFFu << shift)) | ((add ? n + 1 : n - 1) << shift);
+    }
   };
 
   // Each table reads one line (keys) or one aligned pair of lines (groups)
@@ -447,6 +502,7 @@ class Index {
       ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
   PageTailsCheck CheckPageTailsLocked(const Fingerprint& head, uint64_t required, GroupRef group) const
       ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  uint8_t GroupTierLocked(const Fingerprint& group, GroupRef ref) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
 
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it
   // held exclusively.
@@ -537,8 +593,17 @@ class Index {
   // A prefetch of the slot (no read: the writer is the only thread that
   // writes the counts, so it needs no lock for a hint).
   void PrefetchStraySlot(const Fingerprint& group) const ABSL_NO_THREAD_SAFETY_ANALYSIS { strays_.Prefetch(group); }
-  // A key stored under `ref` leaves it: invalidated, erased with its last key.
-  void DetachKey(GroupRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // A key at `tier` is stored under `state`.
+  static void AttachKey(GroupState& state, uint8_t tier) {
+    ++state.keys;
+    state.set_tier_counts(TierCounts::Add(state.tier_counts(), tier, true));
+  }
+  // A key at `tier` stored under `ref` leaves it: invalidated, erased with
+  // its last key.
+  void DetachKey(GroupRef ref, uint8_t tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
+  // A key stored under `ref` moved from tier `from` to `to` (its media
+  // changed). Nothing else of the group changes: its keys are the same.
+  void Retier(GroupRef ref, uint8_t from, uint8_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void Invalidate(GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void DropAllVerification() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
   void ForgetVerification(const GroupState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_, tables_lock_);
@@ -565,6 +630,9 @@ class Index {
 
   const uint64_t max_entries_;
   const Residency residency_;
+  const MediumTiers tiers_;
+  // TierOfMedia's table, by MediaSet.
+  std::array<uint8_t, 256> tier_of_media_{};
   WarnOnce residency_mismatch_warning_;  // per-medium on a first-generation stream
   WarnOnce residency_mismatch_note_;     // the object rule on a second-generation stream
   const std::string head_group_prefix_;     // IndexOptions::head_group_prefix
@@ -669,7 +737,8 @@ inline GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId lay
   }
   probe.exists = true;
   probe.ref = state->ref;
-  probe.generation = state->generation;
+  probe.generation = state->generation();
+  probe.tier = TierCounts::SlowestTier(state->tier_counts());
   probe.verify_epoch = CurrentVerifyEpoch();
   probe.verified = layout != 0 && state->verification.word.load(std::memory_order_acquire) ==
                                       PackVerification(probe.verify_epoch, layout);

@@ -2,7 +2,10 @@
 // layout's "pages" are the router's blocks (vllm/chunk_query.h).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 namespace sci {
 
@@ -27,5 +30,36 @@ class HitTally {
  private:
   bool leading_run_ = true;
 };
+
+// What a tier query answers beside its per-page tiers (docs/index-semantics.md,
+// "Tiers"): for every tier t of the index's map, L[t], the prefix answer
+// with "present" read as "present at tier <= t", and how many pages have
+// their best tier at t.
+struct TierAnswer {
+  static constexpr int kMaxTiers = 4;
+  int n_tiers = 0;
+  std::array<size_t, kMaxTiers> prefix_pages{};
+  std::array<size_t, kMaxTiers> pages_at{};
+};
+
+// pages_at from per-page tiers (`absent`: a page at no tier), and L[t] for
+// a family whose prefix is the leading run of pages (SGLang).
+inline void SummariseTiers(std::span<const uint8_t> tiers, uint8_t absent, bool leading_run, TierAnswer* answer) {
+  answer->prefix_pages.fill(0);
+  answer->pages_at.fill(0);
+  uint8_t run_tier = 0;  // the slowest tier of the leading run so far
+  bool in_run = leading_run;
+  for (const uint8_t tier : tiers) {
+    if (tier == absent || tier >= answer->n_tiers) {
+      in_run = false;
+      continue;
+    }
+    ++answer->pages_at[tier];
+    if (!in_run) continue;
+    if (tier > run_tier) run_tier = tier;
+    // The run so far is present at every tier from run_tier up.
+    for (int t = run_tier; t < answer->n_tiers; ++t) ++answer->prefix_pages[static_cast<size_t>(t)];
+  }
+}
 
 }  // namespace sci

@@ -70,6 +70,7 @@ struct PageRound {
   // A kFirstKey page found present goes to Answer with this check made.
   KeyCheck first_key_check[kPagesPerRound];
   bool hit[kPagesPerRound];  // from Check to Answer
+  uint8_t tier[kPagesPerRound];  // with a hit, in a tier query: the page's tier
   uint32_t n_keys = 0;
   // Written before it is read: left uninitialized, since zeroing three
   // rounds' 4 KiB would cost every query (an unrelated prompt's prefix
@@ -86,8 +87,12 @@ struct PageRound {
 template <typename WriteHash>
 class Query {
  public:
-  Query(Index& index, const Layout& layout, size_t n_pages, WriteHash& write_hash, const PageQueryHooks* hooks)
+  // `tiers`: a tier query's, one byte a page (empty: a plain query, which
+  // reads no tier).
+  Query(Index& index, const Layout& layout, size_t n_pages, WriteHash& write_hash, const PageQueryHooks* hooks,
+        std::span<uint8_t> tiers = {})
       : index_(index),
+        tiers_(tiers),
         layout_(layout),
         n_pages_(n_pages),
         write_hash_(write_hash),
@@ -279,7 +284,10 @@ class Query {
           hit[i] = false;
           continue;
         case ExactCheck::kSummary: {
-          const SummaryAnswer answer = CheckBySummary(reader, page, page.head, CachedTails(*page.level).mask);
+          const SummaryAnswer answer =
+              CheckBySummary(reader, page, page.head, CachedTails(*page.level).mask, &round.tier[i]);
+          // No entry, or (a tier query) a hit whose tier the group cannot
+          // give: key by key.
           if (answer == SummaryAnswer::kNoEntry) round.check[i] = ExactCheck::kOneByOne;
           hit[i] = answer == SummaryAnswer::kHit;
           continue;
@@ -296,6 +304,7 @@ class Query {
               std::span<const Fingerprint>(round.keys.at + round.first_key[i], page.level->n_suffixes),
               page.probe.ref);
           hit[i] = keys.all_present;
+          round.tier[i] = keys.tier;
           // Marked only if every key was stored under the group; refused if
           // the group changed since the probe (see ProveByKeys).
           if (keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
@@ -308,13 +317,23 @@ class Query {
   // Whether every key of a page not verified by its group is present, by
   // the summary's line of its head; marks the group verified as a key
   // check would (every key stored under it, unchanged since the probe).
+  // A tier query's hit also needs its tier (`tier`): the summary holds
+  // none, but when every present key of the head is stored under the
+  // page's group, the group's tier, read in the same hold, is the slowest
+  // of a set of keys that holds the page's (the same set, unless the group
+  // holds more: then slower, never faster). Otherwise kNoEntry: key by key.
   enum class SummaryAnswer { kHit, kMiss, kNoEntry };
   SummaryAnswer CheckBySummary(const Index::Reader& reader, const PendingPage& page, const Fingerprint& head,
-                               uint64_t required) {
+                               uint64_t required, uint8_t* tier = nullptr) {
     const PageTailsCheck check = reader.CheckPageTails(head, required, page.probe.ref);
     if (!check.summarised) return SummaryAnswer::kNoEntry;
     if (check.keys.all_under_group) reader.MarkVerified(page.group, page.probe, page.level->id);
-    return check.keys.all_present ? SummaryAnswer::kHit : SummaryAnswer::kMiss;
+    if (!check.keys.all_present) return SummaryAnswer::kMiss;
+    if (!tiers_.empty()) {
+      *tier = check.keys.all_under_group ? reader.GroupTier(page.group, page.probe.ref) : MediumTiers::kAbsent;
+      if (*tier == MediumTiers::kAbsent) return SummaryAnswer::kNoEntry;
+    }
+    return SummaryAnswer::kHit;
   }
 
   // The summary's numbers for the tails `level` needs, looked up once per
@@ -339,17 +358,20 @@ class Query {
   // present (which verifies the group if every key was stored under it,
   // unless it changed since the probe). `first_key`: the check of the
   // page's first key, when the caller already made it.
+  // `tier`: with a hit, the page's tier (the group's, read in the probe's
+  // hold, on the fast path; the keys' otherwise).
   bool Answer(const PendingPage& pending, PageQueryResult* result, const KeyCheck* first_key = nullptr,
-              bool hooked = false) {
+              bool hooked = false, uint8_t* tier = nullptr) {
     if (!pending.checkable) return false;
     if (!hooked && hooks_ != nullptr && hooks_->after_group_probe != nullptr) {
       hooks_->after_group_probe(hooks_->user, pending.page);
     }
     if (pending.probe.verified) {
       ++result->fast_path;
+      if (tier != nullptr) *tier = pending.probe.tier;
       return true;
     }
-    return ProveByKeys(pending, first_key);
+    return ProveByKeys(pending, first_key, tier);
   }
 
   // Looks every key of the page up, all within one hold of the reader
@@ -365,7 +387,7 @@ class Query {
   // since the probe: then the keys seen may not be the group's whole object
   // set, but the page itself was proven present just now, so it still
   // counts as a hit.
-  bool ProveByKeys(const PendingPage& pending, const KeyCheck* first_key) {
+  bool ProveByKeys(const PendingPage& pending, const KeyCheck* first_key, uint8_t* tier) {
     const Layout::Level& level = *pending.level;
     SetKeyHash(pending.hash);
     if (first_key == nullptr && !pending.probe.exists && !index_.ContainsKey(KeyFingerprint(level.first_suffix))) {
@@ -380,6 +402,7 @@ class Query {
       const KeyCheck check = reader.CheckKeys(keys, pending.probe.ref);
       if (!check.all_present) return false;
       if (check.all_under_group) reader.MarkVerified(pending.group, pending.probe, level.id);
+      if (tier != nullptr) *tier = check.tier;
     }
     if (!pending.probe.exists) AskAdoption(pending, keys, key_head_);
     return true;
@@ -457,9 +480,9 @@ class Query {
         const PendingPage& page = round.pages[i];
         bool& hit = round.hit[i];
         if (round.check[i] == ExactCheck::kOneByOne) {
-          hit = query_.Answer(page, &result_, /*first_key=*/nullptr, /*hooked=*/true);
+          hit = query_.Answer(page, &result_, /*first_key=*/nullptr, /*hooked=*/true, &round.tier[i]);
         } else if (round.check[i] == ExactCheck::kFirstKey && hit) {
-          hit = query_.Answer(page, &result_, &round.first_key_check[i], /*hooked=*/true);
+          hit = query_.Answer(page, &result_, &round.first_key_check[i], /*hooked=*/true, &round.tier[i]);
         }
         if (page.checkable && !page.probe.exists) {
           query_.last_unknown_group_hit_ = hit;
@@ -472,6 +495,7 @@ class Query {
           }
         }
         hits_[page.page] = hit ? 1 : 0;
+        if (!query_.tiers_.empty()) query_.tiers_[page.page] = hit ? round.tier[i] : MediumTiers::kAbsent;
         tally_.Add(hit, result_);
       }
       return true;
@@ -486,6 +510,7 @@ class Query {
   };
 
   Index& index_;
+  const std::span<uint8_t> tiers_;
   const Layout& layout_;
   const size_t n_pages_;
   WriteHash& write_hash_;
@@ -514,9 +539,9 @@ class Query {
 
 template <typename WriteHash>
 PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
-                            std::span<uint8_t> hits, const PageQueryHooks* hooks) {
+                            std::span<uint8_t> hits, const PageQueryHooks* hooks, std::span<uint8_t> tiers = {}) {
   if (hits.size() < n_pages) throw std::length_error("page query: hits buffer shorter than the page count");
-  Query<WriteHash> query(index, layout, n_pages, write_hash, hooks);
+  Query<WriteHash> query(index, layout, n_pages, write_hash, hooks, tiers);
   PageQueryResult result = query.AllPages(hits);
   result.pages_examined = n_pages;
   CountQuery(index, result, n_pages);
@@ -562,6 +587,23 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
   TokenHashes hashes(layout, tokens, /*look_ahead=*/true);
   return RunAllPages(index, layout, hashes.pages(), std::ref(hashes), hits, hooks);
+}
+
+PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const uint32_t> tokens, uint32_t block_size,
+                           std::span<uint8_t> tiers, TierAnswer* answer, const PageQueryHooks* hooks) {
+  answer->n_tiers = index.tiers().n_tiers();
+  if (!BlockSizeMatches(index, layout, block_size)) {
+    SummariseTiers({}, MediumTiers::kAbsent, true, answer);
+    return PageQueryResult{};
+  }
+  TokenHashes hashes(layout, tokens, /*look_ahead=*/true);
+  const size_t n_pages = hashes.pages();
+  if (tiers.size() < n_pages) throw std::length_error("tier query: tiers buffer shorter than the page count");
+  // The hits are written over the tiers, then the tiers over them, page by
+  // page (a page's tier is written after its hit): no second buffer.
+  const PageQueryResult result = RunAllPages(index, layout, n_pages, std::ref(hashes), tiers, hooks, tiers);
+  SummariseTiers(tiers.first(n_pages), MediumTiers::kAbsent, /*leading_run=*/true, answer);
+  return result;
 }
 
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,

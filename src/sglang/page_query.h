@@ -74,6 +74,16 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                             uint32_t block_size, const PageQueryHooks* hooks = nullptr);
 
+// The tier query (docs/index-semantics.md, "Tiers"): CheckPages' pages, with
+// tiers[i] = the best tier at which page i is fully present
+// (MediumTiers::kAbsent: not present), and `answer` from them (L[t]: the
+// leading run of pages at tier <= t). A page's tier is read in the same hold
+// as its presence: the group's on the fast path and by the summary, the
+// keys' otherwise. `tiers` must hold PagesToCheck(...) bytes. Counted as
+// one query, as CheckPages.
+PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const uint32_t> tokens, uint32_t block_size,
+                           std::span<uint8_t> tiers, TierAnswer* answer, const PageQueryHooks* hooks = nullptr);
+
 // Answers a request whose page hashes the caller already holds, in page
 // order. Their shape is checked once, where they enter the library (the C
 // API rejects the call, naming the hash): every page_hash(page) here must

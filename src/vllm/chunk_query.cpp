@@ -27,8 +27,18 @@ constexpr size_t kTokenRound = 4;
 constexpr size_t kGivenRound = 8;
 constexpr size_t kMaxRound = std::max(kTokenRound, kGivenRound);
 
-// A chunk's state in a query's memory of what it looked up.
-enum class Presence : int8_t { kUnknown = 0, kAbsent = 1, kPresent = 2 };
+// A chunk's state in a query's memory of what it looked up: unknown,
+// absent, or present at a tier (kPresentAt + the slowest of its keys'
+// tiers, read in the hold that found them: medium_tiers.h).
+using Presence = uint8_t;
+constexpr Presence kUnknown = 0;
+constexpr Presence kAbsent = 1;
+constexpr Presence kPresentAt = 2;
+
+// A chunk's presence from the check of its keys.
+Presence PresenceFrom(const KeyCheck& check) {
+  return check.all_present ? static_cast<Presence>(kPresentAt + check.tier) : kAbsent;
+}
 
 // A block of the chain: its digest and whether it is known.
 struct ChainBlock {
@@ -212,21 +222,26 @@ class Query {
       entries += scratch_.chunks_inside[g];
     }
     if (scratch_.presence.size() < entries) scratch_.presence.resize(entries);
-    std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries),
-              Presence::kUnknown);
+    std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries), kUnknown);
     const size_t max_keys = std::max<size_t>(kChunksPerRound * 16, MaxPrefixesPerGroup());
     if (scratch_.keys.size() < 2 * max_keys) scratch_.keys.resize(2 * max_keys);
     const size_t walk_keys = 2 * kMaxRound * std::max<size_t>(1, MaxPrefixesPerGroup());
     if (scratch_.walk_keys.size() < walk_keys) scratch_.walk_keys.resize(walk_keys);
   }
 
-  // Per-block hits (CheckBlocks).
-  PageQueryResult Blocks(std::span<uint8_t> hits) {
+  // From now on a chunk counts as present only at tier <= `tier` (a tier
+  // query's prefix at each tier; by default every tier counts).
+  void LimitTier(uint8_t tier) { max_tier_ = tier; }
+
+  // Per-block hits (CheckBlocks); with `tiers`, hits[i] is block i's tier
+  // (MediumTiers::kAbsent: not present) instead of 1 or 0.
+  PageQueryResult Blocks(std::span<uint8_t> hits, bool tiers = false) {
     PageQueryResult result;
     const uint32_t b = layout_.router_block_size();
     result.n_pages = n_tokens_ / b;
     if (!layout_.has_full_attention()) {
-      std::fill(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(result.n_pages), 0);
+      std::fill(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(result.n_pages),
+                tiers ? MediumTiers::kAbsent : uint8_t{0});
       return result;
     }
     // Every full-attention chunk a block overlaps, looked up in rounds.
@@ -239,8 +254,9 @@ class Query {
     }
     HitTally tally;
     for (size_t i = 0; i < result.n_pages; ++i) {
-      const bool hit = BlockHit(i);
-      hits[i] = hit ? 1 : 0;
+      const uint8_t tier = BlockTier(i);
+      const bool hit = tier != MediumTiers::kAbsent;
+      hits[i] = tiers ? tier : hit ? 1 : 0;
       tally.Add(hit, result);
     }
     full_attention_known_ = true;
@@ -287,6 +303,10 @@ class Query {
   // The hash block whose digest keys chunk `chunk` of group g.
   size_t KeyBlock(size_t g, size_t chunk) const { return (chunk + 1) * scratch_.blocks_per_chunk[g] - 1; }
   Presence& PresenceOf(size_t g, size_t chunk) { return scratch_.presence[scratch_.presence_at[g] + chunk]; }
+  // Whether a chunk's presence counts: present, at a tier LimitTier allows.
+  bool Counts(Presence presence) const {
+    return presence >= kPresentAt && static_cast<uint32_t>(presence - kPresentAt) <= max_tier_;
+  }
 
   // Writes chunk `chunk` of group g's key fingerprints to `out`; false
   // when its digest cannot be known (then it is absent).
@@ -357,9 +377,10 @@ class Query {
     }
     void Check(const Index::Reader& reader, const Round& round) {
       for (size_t i = 0; i < round.n; ++i) {
-        const bool present =
-            round.ok[i] && reader.ContainsAll(std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_));
-        query_.PresenceOf(g_, round.first + i) = present ? Presence::kPresent : Presence::kAbsent;
+        query_.PresenceOf(g_, round.first + i) =
+            round.ok[i] ? PresenceFrom(reader.CheckKeys(
+                              std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_), kNoGroup))
+                        : kAbsent;
       }
     }
     bool Answer(const Round& round) {
@@ -379,22 +400,23 @@ class Query {
   // One chunk, looked up on its own (the prefix's walk): its keys under one hold.
   bool ChunkPresent(size_t g, size_t chunk) {
     Presence& presence = PresenceOf(g, chunk);
-    if (presence != Presence::kUnknown) return presence == Presence::kPresent;
+    if (presence != kUnknown) return Counts(presence);
     Fingerprint* keys = scratch_.keys.data();
-    bool present = FingerprintChunk(g, chunk, keys);
-    if (present) {
+    presence = kAbsent;
+    if (FingerprintChunk(g, chunk, keys)) {
       if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) hooks_->before_chunk_keys(hooks_->user, g, chunk);
       const Layout::Group& group = layout_.groups()[g];
-      present = index_.ContainsAll(std::span<const Fingerprint>(keys, group.n_prefixes));
+      presence = PresenceFrom(index_.CheckKeys(std::span<const Fingerprint>(keys, group.n_prefixes), kNoGroup));
     }
     ++chunks_looked_up_;
-    presence = present ? Presence::kPresent : Presence::kAbsent;
-    return present;
+    return Counts(presence);
   }
 
-  // Whether router block `block` is covered by present chunks of every
-  // full-attention group (looked up already by Blocks).
-  bool BlockHit(size_t block) {
+  // The tier of router block `block`: the slowest among the chunks of every
+  // full-attention group covering it (looked up already by Blocks);
+  // MediumTiers::kAbsent when one is not present (or there is none).
+  uint8_t BlockTier(size_t block) {
+    uint8_t tier = 0;
     const size_t b = layout_.router_block_size();
     for (size_t g = 0; g < layout_.groups().size(); ++g) {
       const Layout::Group& group = layout_.groups()[g];
@@ -404,12 +426,14 @@ class Query {
       const bool one_to_one = group.block_size == b;
       const size_t first = one_to_one ? block : block * b / group.block_size;
       const size_t last = one_to_one ? block : ((block + 1) * b - 1) / group.block_size;
-      if (last >= ChunksInside(g)) return false;  // a chunk past the request's end
+      if (last >= ChunksInside(g)) return MediumTiers::kAbsent;  // a chunk past the request's end
       for (size_t chunk = first; chunk <= last; ++chunk) {
-        if (PresenceOf(g, chunk) != Presence::kPresent) return false;
+        const Presence presence = PresenceOf(g, chunk);
+        if (!Counts(presence)) return MediumTiers::kAbsent;
+        tier = std::max(tier, static_cast<uint8_t>(presence - kPresentAt));
       }
     }
-    return true;
+    return tier;
   }
 
 
@@ -447,7 +471,7 @@ class Query {
       size_t g = 0;
       const size_t end = NextChunkEnd(&g);
       if (end > credited) return credited;
-      if (next[g] >= ChunksInside(g) || PresenceOf(g, next[g]) != Presence::kPresent) return end - 1;
+      if (next[g] >= ChunksInside(g) || !Counts(PresenceOf(g, next[g]))) return end - 1;
       ++next[g];
     }
   }
@@ -478,6 +502,7 @@ class Query {
     size_t n = 0;
     size_t absent = 0;  // the first chunk found absent (n: none)
     WalkChunk chunks[kMaxRound];
+    Presence presence[kMaxRound];  // of chunks [0, absent]
   };
 
   // FullAttentionRun's steps in the shared pipeline (query/round_pipeline.h):
@@ -537,7 +562,11 @@ class Query {
       round.absent = round.n;
       for (size_t i = 0; i < round.n; ++i) {
         const WalkChunk& chunk = round.chunks[i];
-        if (!chunk.known || !reader.ContainsAll(std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk)))) {
+        round.presence[i] =
+            chunk.known ? PresenceFrom(reader.CheckKeys(std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk)),
+                                                        kNoGroup))
+                        : kAbsent;
+        if (!query_.Counts(round.presence[i])) {
           round.absent = i;
           return;
         }
@@ -547,9 +576,7 @@ class Query {
       for (size_t i = 0; i < round.n && i <= round.absent; ++i) {
         ++query_.chunks_looked_up_;
         const WalkChunk& chunk = round.chunks[i];
-        if (chunk.known) {
-          query_.PresenceOf(chunk.group, chunk.chunk) = i == round.absent ? Presence::kAbsent : Presence::kPresent;
-        }
+        if (chunk.known) query_.PresenceOf(chunk.group, chunk.chunk) = round.presence[i];
       }
       if (round.absent == round.n) return true;
       run_ = round.chunks[round.absent].end - 1;
@@ -594,6 +621,7 @@ class Query {
   const ChunkQueryHooks* hooks_;
   const size_t n_tokens_;
   size_t chunks_looked_up_ = 0;
+  uint8_t max_tier_ = UINT8_MAX;  // LimitTier
   bool full_attention_known_ = false;  // Blocks looked up every full-attention chunk (FullAttentionRunFromPresence)
 };
 
@@ -622,6 +650,31 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   // and a router reading prefix_hits would credit blocks it cannot load.
   // The chunks Blocks looked up are not looked up again.
   result.prefix_hits = query.Prefix().prefix_hits;
+  result.pages_examined = result.n_pages;
+  CountQuery(index, result, result.n_pages);
+  return result;
+}
+
+PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
+                           std::span<uint8_t> tiers, TierAnswer* answer, const ChunkQueryHooks* hooks) {
+  answer->n_tiers = index.tiers().n_tiers();
+  if (!BlockSizeMatches(index, layout, block_size)) {
+    SummariseTiers({}, MediumTiers::kAbsent, false, answer);
+    return PageQueryResult{};
+  }
+  const size_t n_blocks = source.n_tokens / block_size;
+  if (tiers.size() < n_blocks) throw std::length_error("vLLM tier query: tiers buffer shorter than the block count");
+  Query query(index, layout, source, hooks, /*prefix=*/false);
+  PageQueryResult result = query.Blocks(tiers, /*tiers=*/true);
+  SummariseTiers(tiers.first(n_blocks), MediumTiers::kAbsent, /*leading_run=*/false, answer);
+  // Dynamo's prefix at each tier, from the chunks Blocks looked up (and the
+  // few other chunks the prefix needs, each looked up once): L[t] counts
+  // only chunks present at tier <= t.
+  for (int t = 0; t < answer->n_tiers; ++t) {
+    query.LimitTier(static_cast<uint8_t>(t));
+    answer->prefix_pages[static_cast<size_t>(t)] = query.Prefix().prefix_hits;
+  }
+  result.prefix_hits = answer->prefix_pages[static_cast<size_t>(answer->n_tiers - 1)];
   result.pages_examined = result.n_pages;
   CountQuery(index, result, result.n_pages);
   return result;

@@ -101,4 +101,13 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
                             const ChunkQueryHooks* hooks = nullptr);
 
+// The tier query (docs/index-semantics.md, "Tiers"): tiers[i] = the tier of
+// router block i as CheckBlocks sees it (the slowest of the full-attention
+// chunks covering it; MediumTiers::kAbsent: no hit), and `answer`:
+// prefix_pages[t] is Dynamo's answer with "present" read as "present at
+// tier <= t". A chunk's tier is read in the hold that found its keys.
+// `tiers` must hold BlocksToCheck(...) bytes. Counted as one query.
+PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
+                           std::span<uint8_t> tiers, TierAnswer* answer, const ChunkQueryHooks* hooks = nullptr);
+
 }  // namespace sci::vllm
