@@ -696,6 +696,11 @@ typedef struct sci_stats {
     uint64_t subscriber_failures; /* failures of the subscriber's loop, each clearing the index: out of memory
                                      or no thread (it resumes, resyncing if configured), or a socket error (it
                                      stops, logged at error level) */
+    uint64_t keys_tier0; /* gauges: present keys by the tier of their fastest medium
+                            (sci_index_options.medium_tiers; unknown media: the slowest tier) */
+    uint64_t keys_tier1;
+    uint64_t keys_tier2;
+    uint64_t keys_tier3;
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

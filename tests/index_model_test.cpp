@@ -795,6 +795,11 @@ void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, c
   if (exact) {
     ASSERT_EQ(s.medium_removals_kept, model.medium_removals_kept) << where;
     ASSERT_EQ(s.keys, model.keys.size()) << where;
+    uint64_t in_memory = 0;
+    for (const auto& [key, group] : model.keys) in_memory += model.KeyTier(key.first, key.second) == 0 ? 1 : 0;
+    ASSERT_EQ(s.keys_tier0, in_memory) << where;
+    ASSERT_EQ(s.keys_tier1, model.keys.size() - in_memory) << where;
+    ASSERT_EQ(s.keys_tier2 + s.keys_tier3, 0u) << where;
     ASSERT_EQ(s.groups, model.GroupCount()) << where;
     ASSERT_EQ(s.groups_adopted, model.groups_adopted) << where;
   }

@@ -646,7 +646,19 @@ TEST(Tools, SecondGenerationScriptUnderBothResidencyRules) {
     EXPECT_EQ(stats["sequence_gaps"], 0);
     EXPECT_EQ(stats["keys"], keys_after.at(rules[t]));
     EXPECT_EQ(stats["medium_removals_kept"], rules[t] == "per-medium" ? 1 : 0);
+    // Tiers: evicted_k is on disk only, kept and b1 on cpu; the object rule
+    // keeps no media (the slowest tier).
+    EXPECT_EQ(stats["keys_tier0"], rules[t] == "per-medium" ? 2 : 0);
+    EXPECT_EQ(stats["keys_tier1"], rules[t] == "per-medium" ? 1 : 2);
   }
+}
+
+TEST(Tools, TailRefusesATierMapThatIsNotOne) {
+  auto tail = Child::Spawn({kTail, "--endpoint", "ipc:///tmp/sci-tools-no-such", "--medium-tiers", "cpu=0,disk=2"});
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tail->Finish());
+  EXPECT_EQ(tail->exit_code(), 2);
+  EXPECT_NE(tail->err().find("--medium-tiers: tier 1 has no medium"), std::string::npos) << tail->err();
 }
 
 // --generation 2 writes the second-generation publisher's field order

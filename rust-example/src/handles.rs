@@ -32,6 +32,7 @@ use crate::layout_builder::{HitPolicy, LayoutBuilder};
 use crate::options::{IndexOptions, LogLevel, Stats, SubscriberOptions};
 use crate::pages::{PageHits, PageScratch, PageSummary};
 use crate::request_extras::RequestExtras;
+use crate::tiers::{TierSummary, TIER_ABSENT};
 use crate::sys;
 
 /// `Ok` for SCI_OK, else the status with the library's message (C4: read on
@@ -227,6 +228,7 @@ impl Index {
             struct_size: struct_size::<sys::sci_index_options>(),
             max_entries: options.max_entries,
             residency: options.residency.to_sys(),
+            medium_tiers: sci_str(options.medium_tiers.as_bytes()),
         };
         let mut out = ptr::null_mut();
         // SAFETY: both pointers are valid for the call; the options are read
@@ -465,6 +467,64 @@ impl Index {
             fast_path: result.fast_path,
         };
         Ok(scratch.finish(result.n_pages, summary))
+    }
+
+    /// Which storage tier each page of `tokens` is in (added in 1.3), and
+    /// the usable prefix per tier, in one call. `page_tier` is resized to
+    /// the request's pages (reuse it: a warm call allocates nothing); entry
+    /// `i` becomes the best tier at which page `i` (a vLLM router block) is
+    /// fully present, [`TIER_ABSENT`](crate::TIER_ABSENT) if it is not. A
+    /// page is at tier `t` when every object it needs has a replica on a
+    /// medium of tier `t` or faster ([`IndexOptions::medium_tiers`]), read
+    /// at one instant like its presence. The summary's `prefix_pages[t]` is
+    /// the prefix answer counting only pages at tier `t` or faster (on a
+    /// vLLM layout, Dynamo's); at the slowest tier it is
+    /// [`check_prefix`](Index::check_prefix)'s. `extras`: a vLLM request's
+    /// LoRA name and cache salt (on an SGLang layout, a request with any
+    /// hits nothing).
+    pub fn check_tiers(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: Option<&RequestExtras<'_>>,
+        page_tier: &mut Vec<u8>,
+    ) -> Result<TierSummary> {
+        // n_tokens / block size always suffices (as pages_query).
+        page_tier.clear();
+        page_tier.resize(tokens.len() / layout.block_size as usize, TIER_ABSENT);
+        let mut result = sys::sci_tier_result {
+            struct_size: struct_size::<sys::sci_tier_result>(),
+            n_tiers: 0,
+            n_pages: 0,
+            prefix_pages: [0; 4],
+            pages_at: [0; 4],
+        };
+        let raw_extras = extras.map(raw_extras);
+        // SAFETY: both handles are live; `tokens` is readable and
+        // `page_tier` writable for the lengths passed; `result` and the
+        // extras declare their size (C5), the extras' strings borrow live
+        // slices (C3); the index synchronizes its own updates (C1).
+        check(unsafe {
+            sys::sci_index_check_tiers(
+                self.raw.as_ptr(),
+                layout.raw_ptr(),
+                tokens.as_ptr(),
+                tokens.len(),
+                block_size,
+                raw_extras.as_ref().map_or(ptr::null(), |raw| raw as *const _),
+                page_tier.as_mut_ptr(),
+                page_tier.len(),
+                &mut result,
+            )
+        })?;
+        page_tier.truncate(result.n_pages);
+        Ok(TierSummary {
+            n_tiers: result.n_tiers as usize,
+            n_pages: result.n_pages,
+            prefix_pages: result.prefix_pages,
+            pages_at: result.pages_at,
+        })
     }
 
     /// The router's prefix query: how many leading pages of `tokens` are

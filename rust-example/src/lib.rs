@@ -168,6 +168,7 @@ mod options;
 mod pages;
 mod request_extras;
 mod shared_cache;
+mod tiers;
 
 pub use error::{Error, Result, Status};
 pub use handles::{
@@ -178,4 +179,5 @@ pub use layout_builder::{HitPolicy, LayoutBuilder, Pool};
 pub use options::{IndexOptions, LogLevel, Residency, Stats, SubscriberOptions};
 pub use pages::{PageHits, PageScratch, PageSummary};
 pub use request_extras::RequestExtras;
-pub use shared_cache::{SharedCacheHits, SharedCacheIndex};
+pub use shared_cache::{SharedCacheHits, SharedCacheIndex, SharedCacheTiers};
+pub use tiers::{TierSummary, TIERS_MAX, TIER_ABSENT};

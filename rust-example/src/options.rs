@@ -12,6 +12,12 @@ pub struct IndexOptions {
     pub max_entries: u64,
     /// When a key stops being present (added in 1.2).
     pub residency: Residency,
+    /// Storage tiers for [`Index::check_tiers`](crate::Index::check_tiers):
+    /// `"cpu=0,disk=1"` (the default, also when empty), medium name = tier,
+    /// fastest tier 0, at most 4 tiers. A medium not named, and a key whose
+    /// media are unknown (snapshot keys, [`Residency::Object`]), count at the
+    /// slowest tier (added in 1.3).
+    pub medium_tiers: String,
 }
 
 /// When a key stops being present: the rule to follow for the master's
@@ -282,6 +288,9 @@ pub struct Stats {
     /// Failures of the subscriber's loop, each clearing the index: out of
     /// memory or no thread (it resumes), or a socket error (it stops) (added in 1.3).
     pub subscriber_failures: u64,
+    /// Gauges: present keys by the tier of their fastest medium
+    /// ([`IndexOptions::medium_tiers`]; unknown media: the slowest tier) (added in 1.3).
+    pub keys_by_tier: [u64; 4],
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -334,6 +343,7 @@ impl From<&sys::sci_stats> for Stats {
             stream_generation: s.stream_generation,
             residency_mismatches: s.residency_mismatches,
             subscriber_failures: s.subscriber_failures,
+            keys_by_tier: [s.keys_tier0, s.keys_tier1, s.keys_tier2, s.keys_tier3],
         }
     }
 }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::{Error, Index, Layout, LayoutFamily, PageScratch, RequestExtras, Result, Status};
+use crate::{Error, Index, Layout, LayoutFamily, PageScratch, RequestExtras, Result, Status, TierSummary};
 
 /// Which blocks of a request are fully present in the shared pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +24,18 @@ pub struct SharedCacheHits {
     pub ranges: Vec<Range<u32>>,
     /// Blocks hit, the total length of `ranges`.
     pub total_hits: u32,
+}
+
+/// Which blocks of a request are in the shared pool, per storage tier
+/// (added in 1.3): `per_tier[t]` holds the blocks fully present at tier `t`
+/// or faster, as [`SharedCacheHits`] (for vLLM, Dynamo's `0..L[t]`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SharedCacheTiers {
+    pub per_tier: Vec<SharedCacheHits>,
+    /// `L[t]` and the pages per tier; its
+    /// [`weighted_credit`](TierSummary::weighted_credit) is the router's
+    /// credit per tier.
+    pub summary: TierSummary,
 }
 
 /// An [`Index`] with the layouts of the models it answers for.
@@ -38,6 +50,8 @@ thread_local! {
     // The per-block flags of the C call, reused: a query allocates only the
     // ranges it returns.
     static SCRATCH: RefCell<PageScratch> = RefCell::new(PageScratch::new());
+    // The per-block tiers of the C call, reused likewise.
+    static TIERS: RefCell<Vec<u8>> = RefCell::new(Vec::new());
 }
 
 impl SharedCacheIndex {
@@ -149,6 +163,51 @@ impl SharedCacheIndex {
                 ranges,
                 total_hits: hits.summary().total_hits as u32,
             })
+        })
+    }
+
+    /// [`check_blocks`](SharedCacheIndex::check_blocks) per storage tier, in
+    /// one call ([`Index::check_tiers`]): for each tier `t` of the index's
+    /// map, the blocks fully present at tier `t` or faster (SGLang: every
+    /// such block, as ranges; vLLM: Dynamo's `0..L[t]`). `extras`: a vLLM
+    /// request's LoRA name and cache salt.
+    pub fn check_tiers(
+        &self,
+        tokens: &[u32],
+        block_size: u32,
+        extras: Option<&RequestExtras<'_>>,
+        cache_namespace: Option<&str>,
+    ) -> Result<SharedCacheTiers> {
+        let layout = self.layout(cache_namespace)?;
+        TIERS.with(|tiers| {
+            let mut tiers = tiers.borrow_mut();
+            let summary = self.index.check_tiers(layout, tokens, block_size, extras, &mut tiers)?;
+            let per_tier = (0..summary.n_tiers)
+                .map(|t| {
+                    if layout.family() == LayoutFamily::Vllm {
+                        let blocks = summary.prefix_pages[t] as u32;
+                        return SharedCacheHits {
+                            ranges: if blocks == 0 { Vec::new() } else { vec![0..blocks] },
+                            total_hits: blocks,
+                        };
+                    }
+                    // Block counts fit in u32 (as check_blocks).
+                    let mut hits = SharedCacheHits::default();
+                    for (block, &tier) in tiers.iter().enumerate() {
+                        if tier as usize > t {
+                            continue; // slower, or absent (TIER_ABSENT)
+                        }
+                        let block = block as u32;
+                        match hits.ranges.last_mut() {
+                            Some(range) if range.end == block => range.end += 1,
+                            _ => hits.ranges.push(block..block + 1),
+                        }
+                        hits.total_hits += 1;
+                    }
+                    hits
+                })
+                .collect();
+            Ok(SharedCacheTiers { per_tier, summary })
         })
     }
 

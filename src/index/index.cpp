@@ -433,6 +433,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
     if (key.digest_ended) event_digests_.Add(key.digest, TenantTagOf(key.key));
     entry = keys.insert_absent(packed, KeyEntry{});
     key_count_.fetch_add(1, std::memory_order_relaxed);
+    CountKeyAtTier(TierOfMedia(0), true);  // moved below if the store's media say otherwise
     ++keys_by_tag_[TenantTagOf(key.key)];
   } else if (medium != 0 && entry->media() != 0) {
     medium |= entry->media();  // one more medium holds it
@@ -441,8 +442,13 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   // any removal drops; one with a known medium makes it the key's known
   // media (a key stored on "cpu" is there until "cpu" is removed, whatever
   // its other media).
+  const uint8_t before = TierOfMedia(entry->media());
   entry->set_media(medium);
   const uint8_t tier = TierOfMedia(medium);
+  if (tier != before) {
+    CountKeyAtTier(before, false);
+    CountKeyAtTier(tier, true);
+  }
   // A new physical object of the group may be one a verification did not
   // see: the group must be proven again (AcquireGroup invalidates it). The
   // group the key leaves, even if it is the same one, loses a key it was
@@ -480,6 +486,10 @@ bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
   if (left == 0) return false;
   const uint8_t was_tier = TierOfMedia(entry->media());
   entry->set_media(left);
+  if (TierOfMedia(left) != was_tier) {
+    CountKeyAtTier(was_tier, false);
+    CountKeyAtTier(TierOfMedia(left), true);
+  }
   // Still present, under the same group: only the group's tier may change.
   if (entry->group() != kNoGroup && TierOfMedia(left) != was_tier) {
     Retier(entry->group(), was_tier, TierOfMedia(left));
@@ -496,6 +506,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
     if (IsStray(key, ref)) strays_.Remove(HeadGroupOf(key), TenantTagOf(key.key));
     keys.erase(found);
     key_count_.fetch_sub(1, std::memory_order_relaxed);
+    CountKeyAtTier(tier, false);
     --keys_by_tag_[TenantTagOf(key.key)];
     if (key.digest_ended) event_digests_.Remove(key.digest, TenantTagOf(key.key));
     RemoveTail(key);
@@ -755,6 +766,7 @@ void Index::EmptyTables() {
   refs_.resize(1);
   free_refs_.clear();
   keys_by_tag_.fill(0);
+  for (std::atomic<uint64_t>& n : keys_at_tier_) n.store(0, std::memory_order_relaxed);
 }
 
 void Index::ClearTenant(uint64_t tenant_seed) {
@@ -790,6 +802,7 @@ void Index::ClearTenant(uint64_t tenant_seed) {
         if (TenantTagOf(key.Unpack()) != tag) return false;
         if (entry.group() != kNoGroup) DetachKey(entry.group(), TierOfMedia(entry.media()));
         key_count_.fetch_sub(1, std::memory_order_relaxed);
+        CountKeyAtTier(TierOfMedia(entry.media()), false);
         --keys_by_tag_[tag];
         return true;
       });
@@ -941,6 +954,10 @@ Stats Index::GetStats() const {
 #undef SCI_STAT_COPY_LIVE
   // The rows kept by TABLES.
   s.keys = key_count_.load(std::memory_order_relaxed);
+  s.keys_tier0 = keys_at_tier_[0].load(std::memory_order_relaxed);
+  s.keys_tier1 = keys_at_tier_[1].load(std::memory_order_relaxed);
+  s.keys_tier2 = keys_at_tier_[2].load(std::memory_order_relaxed);
+  s.keys_tier3 = keys_at_tier_[3].load(std::memory_order_relaxed);
   s.groups = group_count_.load(std::memory_order_relaxed);
   s.verified_groups = static_cast<uint32_t>(verify_state_.load(std::memory_order_relaxed));
   s.summarised_pages = summarised_count_.load(std::memory_order_relaxed);

@@ -690,6 +690,14 @@ class Index {
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};
+  // Present keys by tier (TierOfMedia): the keys_tier<t> gauges. Written by
+  // the writer alone (apply_mu_), so a load and a store, no locked add.
+  std::array<std::atomic<uint64_t>, MediumTiers::kMax> keys_at_tier_{};
+  void CountKeyAtTier(uint8_t tier, bool add) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    std::atomic<uint64_t>& n = keys_at_tier_[tier];
+    n.store(add ? n.load(std::memory_order_relaxed) + 1 : n.load(std::memory_order_relaxed) - 1,
+            std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> group_count_{0};
   std::atomic<uint64_t> summarised_count_{0};  // page_tails_.size()
   std::atomic<uint64_t> tail_number_count_{0};  // tails_.size()

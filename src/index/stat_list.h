@@ -75,7 +75,11 @@
   X(removals_whole_key, uint64_t, COUNTER, WRITER, "Removals applied to their whole key (object residency, or a stream not shown second-generation).") \
   X(stream_generation, uint64_t, GAUGE, WRITER, "Publisher generation the stream has shown: 0 unknown, 1 first, 2 second.") \
   X(residency_mismatches, uint64_t, COUNTER, WRITER, "Events that contradict the residency option the index runs under.") \
-  X(subscriber_failures, uint64_t, COUNTER, SUBSCRIBER, "Failures of the subscriber's loop, each of which cleared the index: allocation or thread creation (recovered from: the loop resumes, with a resync if configured), or a socket error (the subscriber stops; logged at error level).")
+  X(subscriber_failures, uint64_t, COUNTER, SUBSCRIBER, "Failures of the subscriber's loop, each of which cleared the index: allocation or thread creation (recovered from: the loop resumes, with a resync if configured), or a socket error (the subscriber stops; logged at error level).") \
+  X(keys_tier0, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 0 (medium_tiers; media unknown: the slowest tier).") \
+  X(keys_tier1, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 1.")                                 \
+  X(keys_tier2, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 2.")                                 \
+  X(keys_tier3, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 3.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

@@ -50,15 +50,16 @@ constexpr FlagSpec kFlags[] = {
     {"event-port", "PORT", "with --etcd / --redis: the leader's event publisher port (required)"},
     {"admin-port", "PORT", "with --etcd / --redis: the leader's admin HTTP port (default 9003)"},
     {"residency", "RULE", "when a key stops being present: object (default) or per-medium (see \"Residency\")"},
+    {"medium-tiers", "MAP", "storage tiers of the media, fastest first (default cpu=0,disk=1; see \"Tiers\")"},
     kHelpFlag,
     kVersionFlag,
 };
 
 constexpr char kUsage[] = R"(usage: sci-tail --endpoint E [--topic T] [--max-messages N] [--timeout-ms MS]
-                [--connect-timeout-ms MS] [--residency object|per-medium]
+                [--connect-timeout-ms MS] [--residency object|per-medium] [--medium-tiers MAP]
        sci-tail (--endpoint E --snapshot-url URL | (--etcd ENDPOINTS | --redis URL) --event-port P [--admin-port A])
                 [--resync-min-interval-ms MS] [--snapshot-timeout-ms MS] [--max-messages N] [--timeout-ms MS]
-                [--residency object|per-medium]
+                [--residency object|per-medium] [--medium-tiers MAP]
 
 Subscribes (ZeroMQ SUB) to a KV-event publisher and prints one JSON line per
 message, in any wire format the index reads (mooncake, mooncake-v1, engine):
@@ -87,6 +88,13 @@ second generation, where `removed cpu` may leave a disk copy; a key stored
 on no named medium falls to any removal). The "keys" counter tells them
 apart.
 
+Tiers (docs/index-semantics.md, "Tiers"): --medium-tiers maps each medium to
+a storage tier, fastest first ("cpu=0,disk=1", the default; at most 4
+tiers). The counters keys_tier0 .. keys_tier3 count the present keys by the
+tier of their fastest medium; a key whose media are unknown (every key under
+--residency object, snapshot keys) counts at the slowest tier. Follow mode's
+progress lines show them as "keys_by_tier".
+
 Stops after --max-messages messages, after --timeout-ms without one, or on
 SIGINT / SIGTERM, then prints {"stats":{...}} with every counter of the
 index. An endpoint it never connects to (nothing listening, wrong host or
@@ -109,7 +117,7 @@ message):
 
   {"resync":{"elapsed_ms":812,"resyncing":false,"resyncs":1,"resync_failures":0,
              "snapshot_keys":1000,"leader_changes":1,"keys":1003,
-             "subscriber_connected":true,"messages_received":4}}
+             "keys_by_tier":[0,1003],"subscriber_connected":true,"messages_received":4}}
 
 It stops after --max-messages messages received, after --timeout-ms without
 a change of those six, or on SIGINT / SIGTERM, then prints {"stats":{...}}.
@@ -400,7 +408,7 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
   return true;
 }
 
-// --residency as the index's options.
+// --residency and --medium-tiers as the index's options.
 bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::string* error) {
   // As a C index: every family's conventions (the stray_keys gauge of
   // SGLang pages, vLLM's digests).
@@ -412,6 +420,11 @@ bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::stri
     options->residency = Residency::kPerMedium;
   } else {
     *error = "--residency is object or per-medium, not \"" + rule + "\"";
+    return false;
+  }
+  std::string tiers_error;
+  if (!MediumTiers::Parse(flags.Get("medium-tiers", ""), &options->tiers, &tiers_error)) {
+    *error = "--medium-tiers: " + tiers_error;
     return false;
   }
   return true;

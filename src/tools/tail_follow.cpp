@@ -26,7 +26,10 @@ auto Progress(const Stats& s) {
                          s.subscriber_connected);
 }
 
-std::string ProgressLine(const Stats& s, int64_t elapsed_ms) {
+std::string ProgressLine(const Stats& s, int64_t elapsed_ms, int n_tiers) {
+  Json keys_by_tier = Json::array();
+  const uint64_t by_tier[] = {s.keys_tier0, s.keys_tier1, s.keys_tier2, s.keys_tier3};
+  for (int t = 0; t < n_tiers; ++t) keys_by_tier.push_back(by_tier[t]);
   return JsonLine(Json{{"resync",
                         {{"elapsed_ms", elapsed_ms},
                          {"resyncing", s.resyncing},
@@ -35,6 +38,7 @@ std::string ProgressLine(const Stats& s, int64_t elapsed_ms) {
                          {"snapshot_keys", s.snapshot_keys},
                          {"leader_changes", s.leader_changes},
                          {"keys", s.keys},
+                         {"keys_by_tier", keys_by_tier},
                          {"subscriber_connected", s.subscriber_connected},
                          {"messages_received", s.messages_received}}}});
 }
@@ -59,7 +63,7 @@ int FollowWithResync(const SubscriberOptions& options, const IndexOptions& index
     const Stats now = index.GetStats();
     if (first || Progress(now) != Progress(shown)) {
       const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-      if (!Print(ProgressLine(now, elapsed))) break;
+      if (!Print(ProgressLine(now, elapsed, index.tiers().n_tiers()))) break;
       shown = now;
       first = false;
       last_change = Clock::now();

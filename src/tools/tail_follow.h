@@ -7,7 +7,8 @@
 //
 //   {"resync":{"elapsed_ms":812,"resyncing":false,"resyncs":1,
 //              "resync_failures":0,"snapshot_keys":1000,"leader_changes":1,
-//              "keys":1003,"subscriber_connected":true,"messages_received":4}}
+//              "keys":1003,"keys_by_tier":[0,1003],
+//              "subscriber_connected":true,"messages_received":4}}
 //
 // then, at the end, {"stats":{...}} with every counter. It stops on SIGINT /
 // SIGTERM, after --max-messages messages received, or after --timeout-ms

@@ -18,6 +18,8 @@ pub const SCI_HIT_ALL_PAGES: i32 = 0;
 pub const SCI_HIT_TRAILING_PAGES: i32 = 1;
 pub const SCI_LAYOUT_SGLANG: i32 = 0;
 pub const SCI_LAYOUT_VLLM: i32 = 1;
+pub const SCI_TIERS_MAX: i32 = 4;
+pub const SCI_TIER_ABSENT: i32 = 255;
 pub const SCI_LOG_DEBUG: i32 = 0;
 pub const SCI_LOG_INFO: i32 = 1;
 pub const SCI_LOG_WARN: i32 = 2;
@@ -153,12 +155,13 @@ pub struct sci_index_options {
     pub struct_size: u32,
     pub max_entries: u64,
     pub residency: u32,
+    pub medium_tiers: sci_str,
 }
 #[test]
 fn bindgen_test_layout_sci_index_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_index_options>(),
-        24usize,
+        40usize,
         concat!("Size of: ", stringify!(sci_index_options))
     );
     assert_eq!(
@@ -217,6 +220,23 @@ fn bindgen_test_layout_sci_index_options() {
         );
     }
     test_field_residency();
+    fn test_field_medium_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_index_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).medium_tiers) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_index_options),
+                "::",
+                stringify!(medium_tiers)
+            )
+        );
+    }
+    test_field_medium_tiers();
 }
 extern "C" {
     pub fn sci_index_new(opts: *const sci_index_options, out: *mut *mut sci_index) -> sci_status;
@@ -1073,6 +1093,126 @@ extern "C" {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct sci_tier_result {
+    pub struct_size: u32,
+    pub n_tiers: u32,
+    pub n_pages: usize,
+    pub prefix_pages: [usize; 4usize],
+    pub pages_at: [usize; 4usize],
+}
+#[test]
+fn bindgen_test_layout_sci_tier_result() {
+    assert_eq!(
+        ::std::mem::size_of::<sci_tier_result>(),
+        80usize,
+        concat!("Size of: ", stringify!(sci_tier_result))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<sci_tier_result>(),
+        8usize,
+        concat!("Alignment of ", stringify!(sci_tier_result))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_n_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_tiers) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(n_tiers)
+            )
+        );
+    }
+    test_field_n_tiers();
+    fn test_field_n_pages() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_pages) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(n_pages)
+            )
+        );
+    }
+    test_field_n_pages();
+    fn test_field_prefix_pages() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prefix_pages) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(prefix_pages)
+            )
+        );
+    }
+    test_field_prefix_pages();
+    fn test_field_pages_at() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pages_at) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(pages_at)
+            )
+        );
+    }
+    test_field_pages_at();
+}
+extern "C" {
+    pub fn sci_index_check_tiers(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        extras: *const sci_request_extras,
+        page_tier: *mut u8,
+        page_tier_cap: usize,
+        result: *mut sci_tier_result,
+    ) -> sci_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct sci_subscriber {
     _unused: [u8; 0],
 }
@@ -1446,12 +1586,16 @@ pub struct sci_stats {
     pub stream_generation: u64,
     pub residency_mismatches: u64,
     pub subscriber_failures: u64,
+    pub keys_tier0: u64,
+    pub keys_tier1: u64,
+    pub keys_tier2: u64,
+    pub keys_tier3: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        352usize,
+        384usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -2224,6 +2368,74 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_subscriber_failures();
+    fn test_field_keys_tier0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).keys_tier0) as usize - ptr as usize
+            },
+            352usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(keys_tier0)
+            )
+        );
+    }
+    test_field_keys_tier0();
+    fn test_field_keys_tier1() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).keys_tier1) as usize - ptr as usize
+            },
+            360usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(keys_tier1)
+            )
+        );
+    }
+    test_field_keys_tier1();
+    fn test_field_keys_tier2() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).keys_tier2) as usize - ptr as usize
+            },
+            368usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(keys_tier2)
+            )
+        );
+    }
+    test_field_keys_tier2();
+    fn test_field_keys_tier3() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).keys_tier3) as usize - ptr as usize
+            },
+            376usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(keys_tier3)
+            )
+        );
+    }
+    test_field_keys_tier3();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;
