@@ -58,9 +58,16 @@ inline PageDigest HashPagesAlone(const std::vector<uint32_t>& tokens, size_t pag
 
 class ColdFixture {
  public:
+  // What the index keeps of media (the tier benchmarks): nothing (the
+  // object rule, every key on cpu), or per medium with half the keys on
+  // disk only: every odd page of the prompts, the second half of the
+  // foreign pages.
+  enum class Media { kNone, kHalfOnDisk };
+
   // An index of the prompts' objects (kPromptKeys keys) and `foreign_keys`
   // keys of other prompts' tp8 pages.
-  explicit ColdFixture(uint64_t foreign_keys) : layout_(LayoutNamed("tp8")) {
+  explicit ColdFixture(uint64_t foreign_keys, Media media = Media::kNone)
+      : layout_(LayoutNamed("tp8")), half_on_disk_(media == Media::kHalfOnDisk) {
     std::fprintf(stderr, "building the cold-prompt index (%llu foreign keys, %zu prompts)...\n",
                  static_cast<unsigned long long>(foreign_keys), kPrompts);
     for (size_t i = 0; i < kPrompts; ++i) {
@@ -89,11 +96,19 @@ class ColdFixture {
     // Room for every key and group, and for the churn a benchmark adds.
     const uint64_t entries = (kPromptKeys + foreign_keys) / kKeysPerTp8Page * (kKeysPerTp8Page + 1);
     index_ = std::make_unique<Index>(
-        SGLangIndexOptions(IndexOptions{.max_entries = std::max(uint64_t{4} << 20, entries + entries / 4)}));
+        SGLangIndexOptions(IndexOptions{.max_entries = std::max(uint64_t{4} << 20, entries + entries / 4),
+                                        .residency = half_on_disk_ ? Residency::kPerMedium : Residency::kObject}));
     for (size_t i = 0; i < kPrompts; ++i) {
-      required_keys_ = StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_);
+      required_keys_ = StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_, half_on_disk_);
     }
-    ApplyForeignPages(*index_, 0, foreign_keys, /*stored=*/true, /*salt=*/77, &sequence_);
+    if (half_on_disk_) {
+      const uint64_t half = foreign_keys / 2 / kKeysPerTp8Page * kKeysPerTp8Page;
+      ApplyForeignPages(*index_, 0, half, /*stored=*/true, /*salt=*/77, &sequence_, "cpu");
+      ApplyForeignPages(*index_, half / kKeysPerTp8Page, foreign_keys - half, /*stored=*/true, /*salt=*/77, &sequence_,
+                        "disk");
+    } else {
+      ApplyForeignPages(*index_, 0, foreign_keys, /*stored=*/true, /*salt=*/77, &sequence_);
+    }
     index_bytes_ = ResidentBytes() - before;
     index_peak_bytes_ = peak_reset_ ? PeakResidentBytes() - before : 0;
   }
@@ -131,7 +146,8 @@ class ColdFixture {
     for (size_t first = 0; first < keys.size(); first += 64) {
       batch.clear();
       for (size_t k = first; k < std::min(keys.size(), first + 64); ++k) {
-        batch.push_back(Event{EventKind::kStored, keys[k], groups[k], {}, "cpu"});
+        // (keys[k] is page k's first key: stored again on its own medium.)
+        batch.push_back(Event{EventKind::kStored, keys[k], groups[k], {}, PageMedium(k, half_on_disk_)});
       }
       index_->ApplyBatch(sequence_++, batch);
     }
@@ -155,7 +171,7 @@ class ColdFixture {
   void StoreGroupsAgain() {
     for (size_t i = 0; i < kPrompts; ++i) {
       RemovePromptKeys(i);  // else the summary entries made now would see keys of no group
-      StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_);
+      StoreRequestObjects(*index_, *layout_, prompt_hashes_[i], kPages, &sequence_, half_on_disk_);
     }
   }
 
@@ -176,13 +192,14 @@ class ColdFixture {
     for (size_t first = 0; first < keys.size(); first += 64) {
       batch.clear();
       for (size_t k = first; k < std::min(keys.size(), first + 64); ++k) {
-        batch.push_back(Event{EventKind::kRemoved, keys[k], {}, {}, "cpu"});
+        batch.push_back(Event{EventKind::kRemoved, keys[k], {}, {}, {}});  // no medium: the whole key, under any rule
       }
       index_->ApplyBatch(sequence_++, batch);
     }
   }
 
   std::unique_ptr<const Layout> layout_;
+  const bool half_on_disk_;
   std::unique_ptr<Index> index_;
   std::vector<std::vector<uint32_t>> prompts_;
   std::vector<std::vector<std::string>> prompt_hashes_;

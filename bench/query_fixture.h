@@ -62,9 +62,10 @@ inline std::string ForeignPageHash(uint64_t id, uint64_t salt) {
 }
 
 // Applies stored (or removed) events of foreign tp8 pages `first_page...`
-// covering `n_keys` keys, with their group ids, in 64-event batches.
+// covering `n_keys` keys, with their group ids, in 64-event batches, on
+// `medium`.
 inline void ApplyForeignPages(Index& index, uint64_t first_page, uint64_t n_keys, bool stored, uint64_t salt,
-                              uint64_t* sequence) {
+                              uint64_t* sequence, std::string_view medium = "cpu") {
   constexpr size_t kBatch = 64;
   constexpr uint64_t kKeysPerPage = 16;
   std::vector<std::string> keys(kBatch), groups(kBatch);
@@ -76,7 +77,7 @@ inline void ApplyForeignPages(Index& index, uint64_t first_page, uint64_t n_keys
     const std::string hash = ForeignPageHash(page, salt);
     keys[filled] = hash + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v");
     groups[filled] = "sglang-hicache:" + hash;
-    batch[filled] = Event{stored ? EventKind::kStored : EventKind::kRemoved, keys[filled], groups[filled], {}, "cpu"};
+    batch[filled] = Event{stored ? EventKind::kStored : EventKind::kRemoved, keys[filled], groups[filled], {}, medium};
     if (++filled == kBatch || k + 1 == n_keys) {
       index.ApplyBatch((*sequence)++, std::span<const Event>(batch.data(), filled));
       filled = 0;
@@ -84,14 +85,22 @@ inline void ApplyForeignPages(Index& index, uint64_t first_page, uint64_t n_keys
   }
 }
 
+// The medium a request's page is stored on: "cpu", or with
+// `odd_pages_on_disk` "disk" for every odd page (the tier benchmarks).
+inline std::string_view PageMedium(size_t page, bool odd_pages_on_disk) {
+  return odd_pages_on_disk && page % 2 == 1 ? "disk" : "cpu";
+}
+
 // Applies the objects of the first `stored_pages` pages of a request (page
 // hashes `hashes`) as SGLang stores them: every key of a page labelled with
-// its group id, in 64-event batches. Returns the keys all its pages need.
+// its group id, in 64-event batches, on PageMedium. Returns the keys all
+// its pages need.
 inline size_t StoreRequestObjects(Index& index, const Layout& layout, const std::vector<std::string>& hashes,
-                                  size_t stored_pages, uint64_t* sequence) {
+                                  size_t stored_pages, uint64_t* sequence, bool odd_pages_on_disk = false) {
   const size_t pages = hashes.size();
   size_t required_keys = 0;
   std::vector<std::string> keys, groups;
+  std::vector<std::string_view> media;
   for (size_t page = 0; page < pages; ++page) {
     const std::vector<std::string> page_keys = layout.KeysFor(hashes[page], page, pages);
     required_keys += page_keys.size();
@@ -99,12 +108,13 @@ inline size_t StoreRequestObjects(Index& index, const Layout& layout, const std:
     for (const std::string& key : page_keys) {
       keys.push_back(key);
       groups.push_back(layout.GroupId(hashes[page]));
+      media.push_back(PageMedium(page, odd_pages_on_disk));
     }
   }
   for (size_t first = 0; first < keys.size(); first += 64) {
     std::vector<Event> batch;
     for (size_t i = first; i < std::min(keys.size(), first + 64); ++i) {
-      batch.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, "cpu"});
+      batch.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, media[i]});
     }
     index.ApplyBatch((*sequence)++, batch);
   }

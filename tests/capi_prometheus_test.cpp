@@ -53,9 +53,12 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   EXPECT_NE(text.find("# TYPE sci_groups_adopted_total counter\nsci_groups_adopted_total 0\n"), std::string::npos);
   // "k" is no page key (no 64-digit hash): no stray.
   EXPECT_NE(text.find("# TYPE sci_stray_keys gauge\nsci_stray_keys 0\n"), std::string::npos);
-  // Every sample line follows its HELP and TYPE lines: 44 metrics (the 21 of
-  // 1.0, the 10 of 1.1, the 2 of 1.2 and the 11 of 1.3), 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 44 * 3);
+  // The object rule keeps no media: every key at the slowest tier of the default map (cpu=0, disk=1).
+  EXPECT_NE(text.find("# TYPE sci_keys_tier0 gauge\nsci_keys_tier0 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE sci_keys_tier1 gauge\nsci_keys_tier1 1\n"), std::string::npos) << text;
+  // Every sample line follows its HELP and TYPE lines: 48 metrics (the 21 of
+  // 1.0, the 10 of 1.1, the 2 of 1.2 and the 15 of 1.3), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 48 * 3);
 }
 
 TEST_F(Prometheus, LabelsGoOnEverySample) {
