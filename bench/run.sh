@@ -70,7 +70,7 @@ if [ "$scale" = 1 ]; then
 fi
 
 cmake --build "$build" -j2 --target query_bench latency_bench latency_bench_absl_mutex apply_bench memory_bench \
-  live_ingest_bench resync_bench vllm_query_bench
+  live_ingest_bench resync_bench vllm_query_bench tiers_bench
 filter=()
 repeat=(--benchmark_repetitions=5 --benchmark_display_aggregates_only=true)
 if [ "$quick" = 1 ]; then
@@ -95,6 +95,8 @@ run query_bench "${repeat[@]}" "${filter[@]}"
 run apply_bench "${repeat[@]}"
 # vLLM chunk queries (no 512 MiB sweeps: run those by hand).
 run vllm_query_bench "${repeat[@]}" --benchmark_filter=-dram512m
+# Tiers: check_tiers paired with check_pages, memory per key with media kept.
+run tiers_bench "${repeat[@]}"
 run latency_bench "${filter[@]}"
 # The same with the table lock an absl::Mutex: why the index has its own lock.
 run latency_bench_absl_mutex "${filter[@]}"

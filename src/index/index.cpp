@@ -847,13 +847,13 @@ bool Index::ContainsKey(const Fingerprint& key) const {
   return ContainsKeyLocked(key);
 }
 
-KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const {
+KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group, bool with_tier) const {
   ReaderLock lock(tables_lock_);
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
     key_shards_[ShardOf(packed)].prefetch(packed);
   }
-  return CheckKeysLocked(keys, group);
+  return with_tier ? CheckKeysLocked<true>(keys, group) : CheckKeysLocked<false>(keys, group);
 }
 
 GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {
@@ -874,6 +874,7 @@ bool Index::ContainsKeyLocked(const Fingerprint& key) const {
   return key_shards_[ShardOf(packed)].contains(packed);
 }
 
+template <bool kWithTier>
 KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const {
   if (held_.load(std::memory_order_relaxed)) return KeyCheck{};
   KeyCheck check{true, group != kNoGroup};
@@ -882,10 +883,12 @@ KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef grou
     const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
     if (entry == nullptr) return KeyCheck{};
     check.all_under_group = check.all_under_group && entry->group() == group;
-    check.tier = std::max(check.tier, TierOfMedia(entry->media()));
+    if constexpr (kWithTier) check.tier = std::max(check.tier, TierOfMedia(entry->media()));
   }
   return check;
 }
+template KeyCheck Index::CheckKeysLocked<false>(std::span<const Fingerprint>, GroupRef) const;
+template KeyCheck Index::CheckKeysLocked<true>(std::span<const Fingerprint>, GroupRef) const;
 
 RequiredTails Index::FindRequiredTailsLocked(std::span<const Fingerprint> tail_ids) const {
   RequiredTails required;

@@ -82,6 +82,7 @@
 #include "index/medium_tiers.h"
 #include "index/page_tails.h"
 #include "index/table_lock.h"
+#include "index/tier_counts.h"
 #include "index/stats.h"
 #include "index/stray_keys.h"
 #include "index/tail_interner.h"
@@ -151,9 +152,11 @@ struct GroupProbe {
   uint64_t generation = 0;   // changes whenever the group is invalidated
   uint32_t verify_epoch = 0; // epoch the verification would be made in
   GroupRef ref = kNoGroup;   // what the group's keys refer to it by
-  // With exists: the slowest tier among the keys stored under the group
-  // (medium_tiers.h), read in the same hold as `verified`.
-  uint8_t tier = 0;
+  // With exists: how many of the group's keys are at each tier
+  // (tier_counts.h), read in the same hold as `verified`; tier() is the
+  // slowest tier among them. Copied raw: the plain query never asks.
+  uint32_t tier_counts = 0;
+  uint8_t tier() const { return TierCounts::SlowestTier(tier_counts); }
   // With !exists: whether a key whose head names this group (stray_keys.h)
   // may be present under no group or another one. False proves, for a
   // layout naming its groups after its keys' heads, every key of the page
@@ -176,7 +179,7 @@ struct RequiredTails {
 struct KeyCheck {
   bool all_present = false;      // every key is present
   bool all_under_group = false;  // ... and each was stored under the expected group
-  uint8_t tier = 0;              // with all_present: the slowest of the keys' tiers
+  uint8_t tier = 0;              // with all_present, if asked for: the slowest of the keys' tiers
 };
 
 // What the page summary said of a page (CheckPageTails).
@@ -292,7 +295,9 @@ class Index {
   // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
   // with the table lines of all of them prefetched first, so their cache
   // misses overlap. Callers keep `keys` short (one page's worth).
-  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // `with_tier`: also the keys' tier (KeyCheck::tier), for a tier query.
+  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group, bool with_tier = false) const
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_LOCKS_EXCLUDED(tables_lock_) {
     return CheckKeys(keys, kNoGroup).all_present;
   }
@@ -349,11 +354,16 @@ class Index {
     }
     // Index::CheckKeys without its prefetch (the caller prefetched the keys).
     KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return index_.CheckKeysLocked(keys, group);
+      return index_.CheckKeysLocked<false>(keys, group);
+    }
+    // ... with the keys' tier (KeyCheck::tier), for a tier query.
+    KeyCheck CheckKeysWithTier(std::span<const Fingerprint> keys, GroupRef group) const
+        ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return index_.CheckKeysLocked<true>(keys, group);
     }
     // Whether every key is present (no prefetch: the caller prefetched them).
     bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return index_.CheckKeysLocked(keys, kNoGroup).all_present;
+      return index_.CheckKeysLocked<false>(keys, kNoGroup).all_present;
     }
     GroupProbe ProbeGroup(const Fingerprint& group, LayoutId layout) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.ProbeGroupLocked(group, layout);
@@ -455,20 +465,6 @@ class Index {
     uint32_t keys = 0;        // present keys stored under it; the group goes at 0
   };
   static_assert(sizeof(GroupState) == 24, "three groups and their fingerprints fill a pair of lines");
-  // GroupState::tier_counts. A count that reaches 255 stays there until the
-  // group goes: the group then reads slower than it may be, never faster.
-  struct TierCounts {
-    static uint8_t SlowestTier(uint32_t counts) {
-      return counts >= (1u << 16) ? 3 : counts >= (1u << 8) ? 2 : counts != 0 ? 1 : 0;
-    }
-    static uint32_t Add(uint32_t counts, uint8_t tier, bool add) {
-      if (tier == 0) return counts;
-      const int shift = 8 * (tier - 1);
-      const uint32_t n = (counts >> shift) & 0xFF;
-      if (n == 0xFF) return counts;  // saturated: stays
-      return (counts & ~(0xFFu << shift)) | ((add ? n + 1 : n - 1) << shift);
-    }
-  };
 
   // Each table reads one line (keys) or one aligned pair of lines (groups)
   // per lookup, at an address prefetch() knows: fingerprint_table.h.
@@ -492,6 +488,8 @@ class Index {
 
   // With tables_lock_ held (shared or exclusive).
   bool ContainsKeyLocked(const Fingerprint& key) const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  // kWithTier: also the slowest of the keys' tiers (a plain query skips it).
+  template <bool kWithTier>
   KeyCheck CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const
       ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
   GroupProbe ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const
@@ -746,7 +744,7 @@ inline GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId lay
   probe.exists = true;
   probe.ref = state->ref;
   probe.generation = state->generation();
-  probe.tier = TierCounts::SlowestTier(state->tier_counts());
+  probe.tier_counts = state->tier_counts();
   probe.verify_epoch = CurrentVerifyEpoch();
   probe.verified = layout != 0 && state->verification.word.load(std::memory_order_acquire) ==
                                       PackVerification(probe.verify_epoch, layout);

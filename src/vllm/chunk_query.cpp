@@ -194,7 +194,10 @@ class Chain {
   size_t computed_ = 0;
 };
 
-// One query: the chain, what it looked up, and how.
+// One query: the chain, what it looked up, and how. kTiers: a tier query's,
+// whose chunks are looked up with their tier (a plain query's read as tier 0,
+// with none of that code in its instantiation).
+template <bool kTiers = false>
 class Query {
  public:
   Query(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks, bool prefix)
@@ -303,6 +306,11 @@ class Query {
   // The hash block whose digest keys chunk `chunk` of group g.
   size_t KeyBlock(size_t g, size_t chunk) const { return (chunk + 1) * scratch_.blocks_per_chunk[g] - 1; }
   Presence& PresenceOf(size_t g, size_t chunk) { return scratch_.presence[scratch_.presence_at[g] + chunk]; }
+  // A chunk's keys, looked up in `reader`'s hold; with their tier in a tier query.
+  KeyCheck CheckKeys(const Index::Reader& reader, std::span<const Fingerprint> keys) const {
+    if constexpr (kTiers) return reader.CheckKeysWithTier(keys, kNoGroup);
+    return reader.CheckKeys(keys, kNoGroup);
+  }
   // Whether a chunk's presence counts: present, at a tier LimitTier allows.
   bool Counts(Presence presence) const {
     return presence >= kPresentAt && static_cast<uint32_t>(presence - kPresentAt) <= max_tier_;
@@ -378,8 +386,8 @@ class Query {
     void Check(const Index::Reader& reader, const Round& round) {
       for (size_t i = 0; i < round.n; ++i) {
         query_.PresenceOf(g_, round.first + i) =
-            round.ok[i] ? PresenceFrom(reader.CheckKeys(
-                              std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_), kNoGroup))
+            round.ok[i] ? PresenceFrom(query_.CheckKeys(
+                              reader, std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_)))
                         : kAbsent;
       }
     }
@@ -406,7 +414,8 @@ class Query {
     if (FingerprintChunk(g, chunk, keys)) {
       if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) hooks_->before_chunk_keys(hooks_->user, g, chunk);
       const Layout::Group& group = layout_.groups()[g];
-      presence = PresenceFrom(index_.CheckKeys(std::span<const Fingerprint>(keys, group.n_prefixes), kNoGroup));
+      presence =
+          PresenceFrom(index_.CheckKeys(std::span<const Fingerprint>(keys, group.n_prefixes), kNoGroup, kTiers));
     }
     ++chunks_looked_up_;
     return Counts(presence);
@@ -563,8 +572,7 @@ class Query {
       for (size_t i = 0; i < round.n; ++i) {
         const WalkChunk& chunk = round.chunks[i];
         round.presence[i] =
-            chunk.known ? PresenceFrom(reader.CheckKeys(std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk)),
-                                                        kNoGroup))
+            chunk.known ? PresenceFrom(query_.CheckKeys(reader, std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk))))
                         : kAbsent;
         if (!query_.Counts(round.presence[i])) {
           round.absent = i;
@@ -642,7 +650,7 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   if (hits.size() < source.n_tokens / block_size) {
     throw std::length_error("vLLM block query: hits buffer shorter than the block count");
   }
-  Query query(index, layout, source, hooks, /*prefix=*/false);
+  Query<> query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(hits);
   // prefix_hits is the usable prefix, Dynamo's answer (CheckPrefix's), not
   // the leading run of hits[]: on a hybrid layout a run of full-attention
@@ -664,7 +672,7 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
   }
   const size_t n_blocks = source.n_tokens / block_size;
   if (tiers.size() < n_blocks) throw std::length_error("vLLM tier query: tiers buffer shorter than the block count");
-  Query query(index, layout, source, hooks, /*prefix=*/false);
+  Query<true> query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(tiers, /*tiers=*/true);
   SummariseTiers(tiers.first(n_blocks), MediumTiers::kAbsent, /*leading_run=*/false, answer);
   // Dynamo's prefix at each tier, from the chunks Blocks looked up (and the
@@ -683,7 +691,7 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
                             const ChunkQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
-  Query query(index, layout, source, hooks, /*prefix=*/true);
+  Query<> query(index, layout, source, hooks, /*prefix=*/true);
   const PageQueryResult result = query.Prefix();
   CountQuery(index, result, result.pages_examined);
   return result;
