@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::vllm::{descriptor, group, CHAIN};
 use common::{prompt, stored_objects};
 use pure_rust_index as spec;
 use shared_cache_index::{
@@ -104,22 +105,10 @@ fn a_map_that_is_not_one_is_refused_naming_the_item() {
 
 #[test]
 fn vllm_blocks_and_dynamos_prefix_per_tier() {
-    let descriptor = r#"{"schema_version": 1, "adapter": "vllm-1085b644", "vllm_revision": "1085b644",
-      "hash": {"algorithm": "sha256", "digest_encoding": "hex", "gpu_event_hash": "low64",
-               "seed_policy": "pythonhashseed-0", "key_separator": "@"},
-      "input": {"text_only": true, "normalized_namespaces": true, "lora": true},
-      "main_event_group": 0, "main_event_block_size": 16, "gpu_to_store_group": [0],
-      "coordinator": {"lcm_block_size": 16, "speculative": false, "drop_blocks": false, "partial_hash_hits": false},
-      "groups": [{"group_id": 0, "kind": "full_attention", "block_size": 16, "hash_block_size": 16,
-                  "key_prefixes": ["m@tp_rank:0"], "sliding_window": null, "mamba_cache_mode": null}]}"#;
-    let layout = Layout::from_json(descriptor).unwrap();
-    // H_0..H_2 of tokens 0..63 (block 16, sha256, PYTHONHASHSEED 0).
-    let chain = [
-        "6358e31578a64b75ebe28cdb99d3beae65de82a2087321dc6ec84ae048faaaa6",
-        "3c3c50f324aefbdfbb124dfdc541efac3e94e59c40f4be08afe70601eeca92c8",
-        "0728d91353ef7b6761329eaaf146e88046d84f6384628314a0a6c35dd9b88e0a",
-    ];
-    let keys: Vec<String> = chain.iter().map(|h| format!("m@tp_rank:0@{h}")).collect();
+    // Example 1's descriptor with one rank: keys "m@tp_rank:0@<digest>".
+    let prefixes = vec!["m@tp_rank:0".to_owned()];
+    let layout = Layout::from_json(&descriptor(16, &group(0, "full_attention", 16, &prefixes))).unwrap();
+    let keys: Vec<String> = CHAIN[..3].iter().map(|h| format!("m@tp_rank:0@{h}")).collect();
     let index = per_medium("");
     let events = [
         Event::stored(&keys[0]).medium("cpu"),

@@ -6,20 +6,17 @@
 //! doc's (tokens 0..63, hash blocks of 16, sha256, PYTHONHASHSEED 0),
 //! recomputed with CPython's pickle and hashlib.
 
+mod common;
+
 use std::sync::Arc;
+
+use common::vllm::{descriptor, group, qwen_descriptor, qwen_prefixes, CHAIN};
 
 use shared_cache_index::{
     Event, Index, Layout, LayoutFamily, PageScratch, RequestExtras,
     SharedCacheHits, SharedCacheIndex, Status,
 };
 
-/// H_0..H_3 of tokens 0..63.
-const CHAIN: [&str; 4] = [
-    "6358e31578a64b75ebe28cdb99d3beae65de82a2087321dc6ec84ae048faaaa6",
-    "3c3c50f324aefbdfbb124dfdc541efac3e94e59c40f4be08afe70601eeca92c8",
-    "0728d91353ef7b6761329eaaf146e88046d84f6384628314a0a6c35dd9b88e0a",
-    "71c151a876275d6b365dfa670e47acb855b683a8880eaf3e31a806c3164561b4",
-];
 /// Their GPU event hashes (the digests' low 64 bits); the doc names H_0's.
 const EVENT_HASHES: [u64; 4] = [
     7982712666671721126,
@@ -32,45 +29,6 @@ const LORA_SALT_CHAIN: [&str; 2] = [
     "b02fc6e3bad08eb9430b7f3da3caf6859c90d2b906a575e115fd625c67815992",
     "45b37155d33b978679264cc8bbba8b281e3720cd4e26386f41cb28273d9c7a9a",
 ];
-
-/// A descriptor as Dynamo's worker extension publishes it, with `groups`
-/// given (the rest is example 1's: block 16, sha256, seed 0).
-fn descriptor(lcm_block_size: u32, groups: &str) -> String {
-    format!(
-        r#"{{"schema_version": 1, "adapter": "vllm-1085b644", "vllm_revision": "1085b644",
- "hash": {{"algorithm": "sha256", "digest_encoding": "hex", "gpu_event_hash": "low64",
-          "seed_policy": "pythonhashseed-0", "key_separator": "@"}},
- "input": {{"text_only": true, "normalized_namespaces": true, "lora": true}},
- "main_event_group": 0, "main_event_block_size": 16, "gpu_to_store_group": [0],
- "coordinator": {{"lcm_block_size": {}, "speculative": false, "drop_blocks": false, "partial_hash_hits": false}},
- "groups": [{}]}}"#,
-        lcm_block_size, groups
-    )
-}
-
-fn group(id: u32, kind: &str, block_size: u32, prefixes: &[String]) -> String {
-    let mamba = if kind == "mamba" { r#""align""# } else { "null" };
-    format!(
-        r#"{{"group_id": {}, "kind": "{}", "block_size": {}, "hash_block_size": 16,
-            "key_prefixes": {}, "sliding_window": null, "mamba_cache_mode": {}}}"#,
-        id,
-        kind,
-        block_size,
-        serde_json::to_string(prefixes).unwrap(),
-        mamba
-    )
-}
-
-/// Example 1: Qwen/Qwen3-8B (8 KV heads), TP 2, cache_prefix "prod".
-fn qwen_prefixes() -> Vec<String> {
-    (0..2)
-        .map(|rank| format!("prod@Qwen3-8B@tp_rank:{}@pcp0@dcp0@pp_rank:0@group:0", rank))
-        .collect()
-}
-
-fn qwen_descriptor() -> String {
-    descriptor(16, &group(0, "full_attention", 16, &qwen_prefixes()))
-}
 
 /// Example 3's prefixes of group `g`: TP 2 x PP 2, model "M", prefix "prod".
 fn hybrid_prefixes(g: u32) -> Vec<String> {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod publisher;
+pub mod vllm;
 
 use std::path::PathBuf;
 
