@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,8 +32,22 @@ std::atomic<std::thread::id> g_subscriber_thread{};
 // Allocations still to fail on the subscriber's thread; -1: every one.
 std::atomic<long> g_fail_remaining{0};
 std::atomic<long> g_failed{0};
+// Allocations of the subscriber's thread to let through before failing
+// (the sweep's: the K-th allocation fails); counted while positive.
+std::atomic<long> g_pass_before_failing{0};
+std::atomic<long> g_counted{0};  // allocations seen while counting (g_count_only)
+std::atomic<bool> g_count_only{false};
+// The bytes a completed resync replayed from its spill file (its log line).
+std::atomic<long> g_spilled_replayed{-1};
 
 bool TakeFailure() {
+  if (g_count_only.load()) {
+    g_counted.fetch_add(1);
+    return false;
+  }
+  for (long pass = g_pass_before_failing.load(); pass > 0;) {
+    if (g_pass_before_failing.compare_exchange_weak(pass, pass - 1)) return false;
+  }
   long remaining = g_fail_remaining.load();
   while (remaining != 0) {
     if (remaining < 0) return true;
@@ -60,10 +76,17 @@ using sci::testing::StoredEvent;
 using sci::testing::TickUntil;
 using sci::testing::WaitFor;
 
-// Learns the subscriber's thread from its "connected" line; allocates nothing.
+// Learns the subscriber's thread from its "connected" line, and what a
+// resync replayed from its spill file from its "serving" line; allocates
+// nothing.
 void FindSubscriberThread(void*, int32_t, const char* msg, size_t len) {
-  if (std::string_view(msg, len).find(": connected to ") != std::string_view::npos) {
+  const std::string_view line(msg, len);
+  if (line.find(": connected to ") != std::string_view::npos) {
     g_subscriber_thread.store(std::this_thread::get_id());
+  }
+  constexpr std::string_view kReplayed = "buffered messages replayed (";
+  if (const size_t at = line.find(kReplayed); at != std::string_view::npos) {
+    g_spilled_replayed.store(std::strtol(msg + at + kReplayed.size(), nullptr, 10));
   }
 }
 
@@ -73,6 +96,9 @@ class SubscriberAllocationFailure : public ::testing::TestWithParam<long> {
     g_subscriber_thread.store(std::thread::id{});
     g_fail_remaining.store(0);
     g_failed.store(0);
+    g_pass_before_failing.store(0);
+    g_count_only.store(false);
+    g_counted.store(0);
     SetLogCallback(&FindSubscriberThread, nullptr);
   }
   void TearDown() override {
@@ -199,6 +225,99 @@ TEST_F(SubscriberAllocationFailure, ABufferThatCannotGrowFailsTheResyncNotTheSub
   reader.Stop();
   EXPECT_EQ(reader.false_hits(), 0) << "a removed key answered hit";
   EXPECT_FALSE(index.Contains({}, "a"));
+}
+
+// The sweep of a resync's second half (issue #34 §2): the snapshot is
+// loaded and the stream buffered during its download is replayed -- from
+// memory and from the spill file (a 1-byte memory buffer spills every
+// message) -- and the stream goes on. The run is made once counting the
+// subscriber thread's allocations from the snapshot's release to the end of
+// the catch-up, then once per allocation, failing the K-th. Whatever fails,
+// the removed key never answers hit, and the subscriber ends on the
+// master's state, connected.
+struct ResyncRun {
+  bool caught_up = false;     // resynced, and the stream applied after it
+  int false_hits = 0;
+  bool a_absent = false, c_present = false, connected = false;
+};
+
+ResyncRun RunResyncWithSpill(long fail_at) {
+  g_subscriber_thread.store(std::thread::id{});  // this run's subscriber names its own
+  Master master;
+  master.snapshot().Add("a");
+  master.snapshot().Add("b");
+  Index index;
+  SubscriberOptions options;
+  options.endpoint = master.publisher().endpoint();
+  options.snapshot_url = master.snapshot().url();
+  options.resync_min_interval_ms = 20;
+  options.snapshot_timeout_ms = 5000;
+  options.resync_buffer_bytes = 1;  // every buffered message goes to the spill file
+  options.resync_spill_bytes = 1 << 20;
+  ResyncRun run;
+  master.snapshot().Hold();
+  auto subscriber = Start(index, options);
+  if (subscriber == nullptr || !master.publisher().AwaitSubscription() ||
+      !WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; })) {
+    return run;
+  }
+  master.Tick();  // proves the subscription; the download starts and is held
+  if (!WaitFor([&] { return master.snapshot().requests() == 1; })) return run;
+  // Buffered (spilled) while the download is held: a removal of a snapshot
+  // key, stores, a removal of one of them.
+  master.Remove("a");
+  for (int i = 0; i < 20; ++i) master.Store("s" + std::to_string(i));
+  master.Remove("s0");
+  master.Store("c");
+  AbsentKeyReader reader(index, {"a", "s0"});
+  if (fail_at == 0) {
+    g_count_only.store(true);
+  } else {
+    g_pass_before_failing.store(fail_at - 1);
+    g_fail_remaining.store(1);
+  }
+  master.snapshot().Release();
+  run.caught_up = TickUntil(master, [&] {
+    const Stats stats = index.GetStats();
+    return stats.resyncs >= 1 && !stats.resyncing && index.Contains({}, "c");
+  });
+  g_count_only.store(false);
+  g_fail_remaining.store(0);
+  g_pass_before_failing.store(0);
+  master.Store("d");  // the stream goes on after the resync
+  run.caught_up = run.caught_up && WaitFor([&] { return index.Contains({}, "d"); });
+  reader.Stop();
+  run.false_hits = reader.false_hits();
+  run.a_absent = !index.Contains({}, "a") && !index.Contains({}, "s0");
+  run.c_present = index.Contains({}, "c") && index.Contains({}, "s1") && index.Contains({}, "b");
+  run.connected = index.GetStats().subscriber_connected;
+  return run;
+}
+
+TEST_F(SubscriberAllocationFailure, EveryAllocationOfAResyncsReplayFromItsSpillFileMayFail) {
+  const ResyncRun counted = RunResyncWithSpill(0);
+  ASSERT_TRUE(counted.caught_up);
+  ASSERT_TRUE(counted.a_absent && counted.c_present);
+  ASSERT_GT(g_spilled_replayed.load(), 0) << "the buffered stream should have been replayed from the spill file";
+  const long allocations = g_counted.load();
+  ASSERT_GT(allocations, 0);
+  long failed_runs = 0;
+  for (long k = 1; k <= allocations; ++k) {
+    g_failed.store(0);
+    const ResyncRun run = RunResyncWithSpill(k);
+    failed_runs += g_failed.load() > 0 ? 1 : 0;
+    SCOPED_TRACE("allocation " + std::to_string(k) + " of " + std::to_string(allocations));
+    EXPECT_EQ(run.false_hits, 0) << "a removed key answered hit";
+    EXPECT_TRUE(run.caught_up) << "the subscriber did not come back to the master's state";
+    EXPECT_TRUE(run.a_absent);
+    EXPECT_TRUE(run.c_present);
+    EXPECT_TRUE(run.connected);
+    if (HasFailure()) return;
+  }
+  std::printf("resync with spill: %ld allocations on the subscriber's thread, each failed in turn (%ld runs met "
+              "their failure)\n",
+              allocations, failed_runs);
+  EXPECT_GT(failed_runs, 0);
 }
 
 }  // namespace
