@@ -162,6 +162,19 @@ TEST(CapiAllocationSweep, MakingAnIndexAndLayouts) {
     sci_index_free(status == SCI_OK ? index : nullptr);
     return status;
   });
+  total += Sweep("sci_index_new (per-medium, a three-tier map)", [] {
+    sci_index_options options;
+    std::memset(&options, 0, sizeof options);
+    options.struct_size = sizeof options;
+    options.residency = SCI_RESIDENCY_PER_MEDIUM;
+    options.medium_tiers = sci_str{"hbm=0,cpu=1,disk=2", 18};
+    sci_index* index = reinterpret_cast<sci_index*>(1);
+    const sci_status status = sci_index_new(&options, &index);
+    g_armed = false;
+    if (status != SCI_OK) EXPECT_EQ(index, nullptr);
+    sci_index_free(status == SCI_OK ? index : nullptr);
+    return status;
+  });
   const auto layout_call = [](const std::function<sci_status(sci_layout**)>& make) {
     return [make] {
       sci_layout* layout = reinterpret_cast<sci_layout*>(1);
@@ -187,7 +200,7 @@ TEST(CapiAllocationSweep, MakingAnIndexAndLayouts) {
   total += Sweep("sci_layout_new_json (vLLM hybrid)", layout_call([](sci_layout** out) {
                    return sci_layout_new_json(sci_str{kVllmDescriptor, std::strlen(kVllmDescriptor)}, out);
                  }));
-  EXPECT_GE(total, 8);
+  EXPECT_GE(total, 9);
 }
 
 // A failed apply clears the index (the header: SCI_ERR_NO_MEMORY means
@@ -279,6 +292,28 @@ TEST(CapiAllocationSweep, QueriesAnswerExactlyOrFail) {
     if (status == SCI_OK) EXPECT_EQ(prefix, 0u);
     return status;
   });
+  // Tiers: the default index keeps no media, so a present page is at the
+  // slowest tier (1 of cpu=0, disk=1).
+  const auto tiers = [&](const sci_layout* l, std::vector<uint8_t> expected, size_t slowest_prefix) {
+    return std::function<sci_status()>([=] {
+      uint8_t page_tier[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+      sci_tier_result result;
+      std::memset(&result, 0, sizeof result);
+      result.struct_size = sizeof result;
+      const sci_status status = sci_index_check_tiers(index, l, kTokens.data(), kTokens.size(), 4, nullptr,
+                                                      page_tier, sizeof page_tier, &result);
+      g_armed = false;
+      if (status == SCI_OK) {
+        EXPECT_EQ(result.n_pages, expected.size());
+        for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(page_tier[i], expected[i]) << "page " << i;
+        EXPECT_EQ(result.prefix_pages[0], 0u);
+        EXPECT_EQ(result.prefix_pages[1], slowest_prefix);
+      }
+      return status;
+    });
+  };
+  total += Sweep("sci_index_check_tiers (SGLang)", tiers(layout, {1, SCI_TIER_ABSENT}, 1));
+  total += Sweep("sci_index_check_tiers (vLLM)", tiers(vllm, {SCI_TIER_ABSENT, SCI_TIER_ABSENT}, 0));
   total += Sweep("sci_stats_format_prometheus", [&] {
     char text[16384];
     size_t written = 0;
