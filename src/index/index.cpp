@@ -417,7 +417,6 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   KeyTable& keys = key_shards_[ShardOf(packed)];
   KeyEntry* entry = keys.find(packed);
   const bool was_stray = entry != nullptr && IsStray(key, entry->group());
-  const uint8_t was_tier = entry != nullptr ? TierOfMedia(entry->media()) : 0;
   if (entry == nullptr) {
     if (!HasRoom()) {
       // Refusing keeps the answer conservative: a key we do not hold can
@@ -433,7 +432,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
     if (key.digest_ended) event_digests_.Add(key.digest, TenantTagOf(key.key));
     entry = keys.insert_absent(packed, KeyEntry{});
     key_count_.fetch_add(1, std::memory_order_relaxed);
-    CountKeyAtTier(TierOfMedia(0), true);  // moved below if the store's media say otherwise
+    CountKeyAtTier(TierOfMedia(0), true);  // unknown media, until set below
     ++keys_by_tag_[TenantTagOf(key.key)];
   } else if (medium != 0 && entry->media() != 0) {
     medium |= entry->media();  // one more medium holds it
@@ -442,11 +441,11 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   // any removal drops; one with a known medium makes it the key's known
   // media (a key stored on "cpu" is there until "cpu" is removed, whatever
   // its other media).
-  const uint8_t before = TierOfMedia(entry->media());
+  const uint8_t was_tier = TierOfMedia(entry->media());
   entry->set_media(medium);
   const uint8_t tier = TierOfMedia(medium);
-  if (tier != before) {
-    CountKeyAtTier(before, false);
+  if (tier != was_tier) {
+    CountKeyAtTier(was_tier, false);
     CountKeyAtTier(tier, true);
   }
   // A new physical object of the group may be one a verification did not
