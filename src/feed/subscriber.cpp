@@ -311,11 +311,9 @@ class Subscriber::Loop {
         if (items[1].revents & ZMQ_POLLIN) DrainData(kMaxMessagesPerWake);
       }
       CheckStale(Clock::now());
-      if (tail_watch_.Poll(Clock::now(), WatchingTail(), last_message_at_, index_)) {
-        // Batches the master sent never came: their removals are lost. The
-        // cursor goes with the clear, so a resync waits for the next message.
-        index_.Clear();
-      }
+      // Batches the master sent that never came (their removals lost) clear
+      // the index there; a resync follows below.
+      tail_watch_.Poll(Clock::now(), WatchingTail(), last_message_at_, index_);
       ResyncIfCleared(Clock::now());
       // A download due (its back-off over) starts here, message or not.
       PollResync();

@@ -84,6 +84,10 @@ bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point las
     } else if (now >= suspect_->deadline) {
       const Suspect lost = *suspect_;
       suspect_.reset();
+      // Cleared before it is counted: whoever sees tail_losses move finds
+      // the index cleared (the cursor goes with it: a resync waits for the
+      // next message).
+      index.Clear();
       index.counters().tail_losses.Add();
       Logf(LogLevel::kWarn,
            "publisher status %s: %d batches published, the last applied is %d, and nothing came for %d ms: "

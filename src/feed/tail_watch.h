@@ -48,7 +48,7 @@ class TailWatch {
 
   // On every wake-up of the loop. `watching`: connected, the stream trusted,
   // no resync under way, a cursor set. True when a loss at the tail is
-  // established (the caller clears; counted here in tail_losses).
+  // established: the index is cleared, then counted in tail_losses.
   bool Poll(Clock::time_point now, bool watching, Clock::time_point last_message, Index& index);
 
   // `timeout_ms` (the loop's, -1 = none), shortened to the next read or the

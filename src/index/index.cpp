@@ -73,7 +73,6 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       ClearTables();
       counters_.clears.Add();
     } else if (restart) {
-      counters_.restarts_suspected.Add();
       if (ids.known && has_event_id_) {
         Logf(LogLevel::kWarn,
              "publisher restart suspected: batch %d follows %d after a reconnect, but its first event id is %d, "
@@ -87,6 +86,7 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
       }
       ClearTables();
       counters_.clears.Add();
+      counters_.restarts_suspected.Add();  // after the clear: whoever sees it sees the index cleared
     }
     uint64_t withheld = 0;
     for (const Event& event : events) {
