@@ -184,26 +184,36 @@ INSTANTIATE_TEST_SUITE_P(Runs, SubscriberAllocationFailure, ::testing::Values(1,
                            return info.param < 0 ? std::string("Every") : std::to_string(info.param);
                          });
 
-// A resync's buffer cannot take a message (ResyncBuffer::Add, 1.2: the
-// subscriber was abandoned): the resync fails, is retried after its
-// back-off, and serves the master's state.
-TEST_F(SubscriberAllocationFailure, ABufferThatCannotGrowFailsTheResyncNotTheSubscriber) {
-  Master master;
+// A master whose snapshot holds "a" and "b", and a subscriber resyncing
+// from it (`options`: its buffer's) whose download the master holds: the
+// subscription proven, the snapshot asked for, nothing loaded yet. Null,
+// with a failure recorded, if a step does not happen.
+std::unique_ptr<Subscriber> StartWithDownloadHeld(Master& master, Index& index, SubscriberOptions options = {}) {
+  g_subscriber_thread.store(std::thread::id{});  // this subscriber names its own
   master.snapshot().Add("a");
   master.snapshot().Add("b");
-  Index index;
-  SubscriberOptions options;
   options.endpoint = master.publisher().endpoint();
   options.snapshot_url = master.snapshot().url();
   options.resync_min_interval_ms = 20;
   options.snapshot_timeout_ms = 5000;
   master.snapshot().Hold();
   auto subscriber = Start(index, options);
-  ASSERT_NE(subscriber, nullptr);
-  ASSERT_TRUE(master.publisher().AwaitSubscription());
-  ASSERT_TRUE(WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; }));
+  if (subscriber == nullptr) return nullptr;
+  EXPECT_TRUE(master.publisher().AwaitSubscription());
+  EXPECT_TRUE(WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; }));
   master.Tick();  // proves the subscription; the download starts and is held
-  ASSERT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return master.snapshot().requests() == 1; }));
+  return ::testing::Test::HasFailure() ? nullptr : std::move(subscriber);
+}
+
+// A resync's buffer cannot take a message (ResyncBuffer::Add, 1.2: the
+// subscriber was abandoned): the resync fails, is retried after its
+// back-off, and serves the master's state.
+TEST_F(SubscriberAllocationFailure, ABufferThatCannotGrowFailsTheResyncNotTheSubscriber) {
+  Master master;
+  Index index;
+  auto subscriber = StartWithDownloadHeld(master, index);
+  ASSERT_NE(subscriber, nullptr);
 
   AbsentKeyReader reader(index, {"a"});
   g_fail_remaining.store(-1);
@@ -242,27 +252,14 @@ struct ResyncRun {
 };
 
 ResyncRun RunResyncWithSpill(long fail_at) {
-  g_subscriber_thread.store(std::thread::id{});  // this run's subscriber names its own
   Master master;
-  master.snapshot().Add("a");
-  master.snapshot().Add("b");
   Index index;
   SubscriberOptions options;
-  options.endpoint = master.publisher().endpoint();
-  options.snapshot_url = master.snapshot().url();
-  options.resync_min_interval_ms = 20;
-  options.snapshot_timeout_ms = 5000;
   options.resync_buffer_bytes = 1;  // every buffered message goes to the spill file
   options.resync_spill_bytes = 1 << 20;
   ResyncRun run;
-  master.snapshot().Hold();
-  auto subscriber = Start(index, options);
-  if (subscriber == nullptr || !master.publisher().AwaitSubscription() ||
-      !WaitFor([] { return g_subscriber_thread.load() != std::thread::id{}; })) {
-    return run;
-  }
-  master.Tick();  // proves the subscription; the download starts and is held
-  if (!WaitFor([&] { return master.snapshot().requests() == 1; })) return run;
+  auto subscriber = StartWithDownloadHeld(master, index, options);
+  if (subscriber == nullptr) return run;
   // Buffered (spilled) while the download is held: a removal of a snapshot
   // key, stores, a removal of one of them.
   master.Remove("a");

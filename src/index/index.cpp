@@ -846,13 +846,13 @@ bool Index::ContainsKey(const Fingerprint& key) const {
   return ContainsKeyLocked(key);
 }
 
-KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group, bool with_tier) const {
+KeyCheck Index::CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const {
   ReaderLock lock(tables_lock_);
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
     key_shards_[ShardOf(packed)].prefetch(packed);
   }
-  return with_tier ? CheckKeysLocked<true>(keys, group) : CheckKeysLocked<false>(keys, group);
+  return CheckKeysLocked<false>(keys, group);
 }
 
 GroupProbe Index::ProbeGroup(const Fingerprint& group, LayoutId layout) const {

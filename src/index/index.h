@@ -295,9 +295,7 @@ class Index {
   // `group` (a probe's ref; kNoGroup: never), looked up under one lock hold
   // with the table lines of all of them prefetched first, so their cache
   // misses overlap. Callers keep `keys` short (one page's worth).
-  // `with_tier`: also the keys' tier (KeyCheck::tier), for a tier query.
-  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group, bool with_tier = false) const
-      ABSL_LOCKS_EXCLUDED(tables_lock_);
+  KeyCheck CheckKeys(std::span<const Fingerprint> keys, GroupRef group) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   bool ContainsAll(std::span<const Fingerprint> keys) const ABSL_LOCKS_EXCLUDED(tables_lock_) {
     return CheckKeys(keys, kNoGroup).all_present;
   }

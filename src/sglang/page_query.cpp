@@ -501,8 +501,11 @@ class Query {
                 page.head);
           }
         }
-        hits_[page.page] = hit ? 1 : 0;
-        if constexpr (kTiers) query_.tiers_[page.page] = hit ? round.tier[i] : MediumTiers::kAbsent;
+        if constexpr (kTiers) {
+          query_.tiers_[page.page] = hit ? round.tier[i] : MediumTiers::kAbsent;
+        } else {
+          hits_[page.page] = hit ? 1 : 0;
+        }
         tally_.Add(hit, result_);
       }
       return true;
@@ -609,8 +612,8 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const u
   TokenHashes hashes(layout, tokens, /*look_ahead=*/true);
   const size_t n_pages = hashes.pages();
   if (tiers.size() < n_pages) throw std::length_error("tier query: tiers buffer shorter than the page count");
-  // The hits are written over the tiers, then the tiers over them, page by
-  // page (a page's tier is written after its hit): no second buffer.
+  // A tier query writes each page's tier instead of its hit (the hits'
+  // span only sizes the answer).
   const PageQueryResult result =
       RunAllPages<decltype(std::ref(hashes)), /*kTiers=*/true>(index, layout, n_pages, std::ref(hashes), tiers, hooks, tiers);
   SummariseTiers(tiers.first(n_pages), MediumTiers::kAbsent, /*leading_run=*/true, answer);

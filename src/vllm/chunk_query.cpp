@@ -236,15 +236,15 @@ class Query {
   // query's prefix at each tier; by default every tier counts).
   void LimitTier(uint8_t tier) { max_tier_ = tier; }
 
-  // Per-block hits (CheckBlocks); with `tiers`, hits[i] is block i's tier
+  // Per-block hits (CheckBlocks); in a tier query hits[i] is block i's tier
   // (MediumTiers::kAbsent: not present) instead of 1 or 0.
-  PageQueryResult Blocks(std::span<uint8_t> hits, bool tiers = false) {
+  PageQueryResult Blocks(std::span<uint8_t> hits) {
     PageQueryResult result;
     const uint32_t b = layout_.router_block_size();
     result.n_pages = n_tokens_ / b;
     if (!layout_.has_full_attention()) {
       std::fill(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(result.n_pages),
-                tiers ? MediumTiers::kAbsent : uint8_t{0});
+                kTiers ? MediumTiers::kAbsent : uint8_t{0});
       return result;
     }
     // Every full-attention chunk a block overlaps, looked up in rounds.
@@ -259,7 +259,7 @@ class Query {
     for (size_t i = 0; i < result.n_pages; ++i) {
       const uint8_t tier = BlockTier(i);
       const bool hit = tier != MediumTiers::kAbsent;
-      hits[i] = tiers ? tier : hit ? 1 : 0;
+      hits[i] = kTiers ? tier : hit ? 1 : 0;
       tally.Add(hit, result);
     }
     full_attention_known_ = true;
@@ -414,8 +414,10 @@ class Query {
     if (FingerprintChunk(g, chunk, keys)) {
       if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) hooks_->before_chunk_keys(hooks_->user, g, chunk);
       const Layout::Group& group = layout_.groups()[g];
-      presence =
-          PresenceFrom(index_.CheckKeys(std::span<const Fingerprint>(keys, group.n_prefixes), kNoGroup, kTiers));
+      const std::span<const Fingerprint> chunk_keys(keys, group.n_prefixes);
+      Index::Reader reader(index_);
+      for (const Fingerprint& key : chunk_keys) reader.PrefetchKey(key);
+      presence = PresenceFrom(CheckKeys(reader, chunk_keys));
     }
     ++chunks_looked_up_;
     return Counts(presence);
@@ -673,7 +675,7 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
   const size_t n_blocks = source.n_tokens / block_size;
   if (tiers.size() < n_blocks) throw std::length_error("vLLM tier query: tiers buffer shorter than the block count");
   Query<true> query(index, layout, source, hooks, /*prefix=*/false);
-  PageQueryResult result = query.Blocks(tiers, /*tiers=*/true);
+  PageQueryResult result = query.Blocks(tiers);
   SummariseTiers(tiers.first(n_blocks), MediumTiers::kAbsent, /*leading_run=*/false, answer);
   // Dynamo's prefix at each tier, from the chunks Blocks looked up (and the
   // few other chunks the prefix needs, each looked up once): L[t] counts
