@@ -229,8 +229,6 @@ bool Resync::Poll(Clock::time_point now) {
   consecutive_failures_ = 0;
   index_.Release();
   index_.counters().snapshot_keys.Set(keys);
-  index_.counters().resyncs.Add();
-  index_.counters().resyncing.Set(false);
   Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); serving",
        keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled);
   // The conductor line's /get_all_keys lists puts still in progress (main
@@ -240,6 +238,9 @@ bool Resync::Poll(Clock::time_point now) {
          "resync: the master is second-generation (the conductor line): its snapshot may list puts still in "
          "progress, which answer hit until they complete, or for good if revoked (docs/operations.md, \"Resync\")");
   }
+  // Counted last: whoever sees `resyncs` move finds the resync logged too.
+  index_.counters().resyncing.Set(false);
+  index_.counters().resyncs.Add();
   return true;
 }
 
