@@ -507,10 +507,14 @@ typedef struct sci_subscriber_options {
                                  connected and quiet: if the master has published more batches than
                                  the last sequence applied and nothing comes within a grace period
                                  (max(status_poll_ms, 250 ms)), the tail of the stream was lost: the
-                                 index is cleared (tail_losses). A master without the endpoint is
-                                 followed as in 1.2 (status_unavailable, one warning) */
+                                 index is cleared (tail_losses). Read again after each resync's
+                                 snapshot: its catch-up ends at the first batch of fewer than 64
+                                 events beyond published_batches + dropped_events + 1
+                                 (resyncs_anchored). A master without the endpoint is followed as in
+                                 1.2 (status_unavailable, one warning; the catch-up on its 100 ms
+                                 timer, resyncs_timed) */
     uint32_t status_poll_ms;  /* how often a connected, quiet subscriber reads it; 0 = 1000 ms;
-                                 UINT32_MAX = never */
+                                 UINT32_MAX = never (no tail watch, every catch-up timed) */
 } sci_subscriber_options;
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
@@ -683,8 +687,8 @@ typedef struct sci_stats {
     uint64_t restarts_suspected; /* reconnects whose next batch continued the sequence but not the event
                                     ids: a restarted publisher (cleared, resynced if configured) */
     uint64_t resyncs_anchored; /* resyncs whose catch-up ended at a batch the publisher's counters anchor
-                                  (reserved: 0 in this build) */
-    uint64_t resyncs_timed; /* resyncs whose catch-up ended on the timer (reserved: 0 in this build) */
+                                  (or on a quiet master's two agreeing status reads) */
+    uint64_t resyncs_timed; /* resyncs whose catch-up ended on the 100 ms timer: no status endpoint */
     uint64_t status_unavailable; /* reads of the publisher's status endpoint that failed or found none */
     uint64_t removals_per_medium; /* removals applied to one medium of their key (per-medium rule) */
     uint64_t removals_whole_key; /* removals applied to the whole key (object rule, first-generation

@@ -37,12 +37,13 @@ if [[ $which == all || $which == tsan ]]; then
   # resync and leader following, and a whole failover (real etcd and real
   # Redis, the leader killed, the subscriber following the new one), the
   # vLLM chunk queries against a writer flipping their keys, the
-  # Redis view read cancelled from another thread, the stuck warnings, and
-  # tier queries against a writer moving objects between media.
+  # Redis view read cancelled from another thread, the stuck warnings,
+  # tier queries against a writer moving objects between media, and a resync
+  # anchored to a lagging publisher queue (its worker, the admin server).
   tsan_targets=""
   for t in index_concurrency_test page_query_concurrency_test vllm_concurrency_test index_model_test subscriber_test \
            fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test \
-           failover_test redis_ha_test subscriber_stuck_test tiers_test; do
+           failover_test redis_ha_test subscriber_stuck_test tiers_test anchored_catch_up_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086

@@ -42,8 +42,26 @@ class Master {
     snapshot_.Add(key);
     ++sequence_;
   }
-  void Send(const std::vector<MooncakeEvent>& events) { publisher_.SendBatch(++sequence_, events); }
+  void Send(const std::vector<MooncakeEvent>& events) {
+    publisher_.SendBatch(++sequence_, events);
+    published_batches_.fetch_add(1);
+  }
   void SkipSequence() { ++sequence_; }
+
+  // Serves GET /kv_events/status beside the snapshot, as a 1.3-era master
+  // does (404 otherwise): every batch sent is published, every sequence
+  // skipped (a lost batch, a lost store) counts as a dropped event, so
+  // published + dropped is the last sequence, and a resync's catch-up is
+  // anchored (feed/catch_up_anchor.h).
+  void ServeStatus() {
+    snapshot_.SetStatus([this] {
+      const uint64_t published = published_batches_.load();
+      const uint64_t dropped = sequence_.load() - published;
+      return "{\"enabled\":true,\"published_batches\":" + std::to_string(published) +
+             ",\"published_events\":0,\"dropped_events\":" + std::to_string(dropped) +
+             ",\"skipped_unparsed_keys\":0}";
+    });
+  }
 
   LoopbackPublisher& publisher() { return publisher_; }
   SnapshotServer& snapshot() { return snapshot_; }
@@ -51,7 +69,8 @@ class Master {
  private:
   LoopbackPublisher publisher_;
   SnapshotServer snapshot_;
-  uint64_t sequence_ = 0;
+  std::atomic<uint64_t> sequence_{0};
+  std::atomic<uint64_t> published_batches_{0};
   uint64_t event_id_ = 0;
 };
 

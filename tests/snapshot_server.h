@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -24,6 +25,20 @@ class SnapshotServer {
   // Listens on `host` at `port` (0 = any free port).
   explicit SnapshotServer(const std::string& host = "127.0.0.1", int port = 0) : host_(host) {
     server_.Get("/get_all_keys", [this](const httplib::Request&, httplib::Response& response) { Serve(response); });
+    // The publisher's counters, beside the listing on a real master: 404
+    // until a test gives them (SetStatus), as on an older master.
+    server_.Get("/kv_events/status", [this](const httplib::Request&, httplib::Response& response) {
+      std::function<std::string()> status;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        status = status_;
+      }
+      if (!status) {
+        response.status = 404;
+        return;
+      }
+      response.set_content(status(), "application/json");
+    });
     port_ = port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
     if (port_ <= 0) throw std::runtime_error("cannot bind the snapshot server on " + host);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -46,6 +61,11 @@ class SnapshotServer {
   void Erase(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
     keys_.erase(key);
+  }
+  // What GET /kv_events/status answers (called on the server's threads).
+  void SetStatus(std::function<std::string()> status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
   }
   void SetFault(Fault fault) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -110,6 +130,7 @@ class SnapshotServer {
   std::condition_variable released_;
   std::set<std::string> keys_;
   Fault fault_ = Fault::kNone;
+  std::function<std::string()> status_;
   bool held_ = false;
   std::atomic<int> requests_{0};
   std::thread thread_;

@@ -244,15 +244,19 @@ TEST_F(SubscriberAllocationFailure, ABufferThatCannotGrowFailsTheResyncNotTheSub
 // subscriber thread's allocations from the snapshot's release to the end of
 // the catch-up, then once per allocation, failing the K-th. Whatever fails,
 // the removed key never answers hit, and the subscriber ends on the
-// master's state, connected.
+// master's state, connected. Twice: with the master's status endpoint (the
+// catch-up anchored: its reads, the batches it peeks) and without (the
+// timer, after a read that finds none).
 struct ResyncRun {
   bool caught_up = false;     // resynced, and the stream applied after it
   int false_hits = 0;
   bool a_absent = false, c_present = false, connected = false;
+  bool anchored = false;
 };
 
-ResyncRun RunResyncWithSpill(long fail_at) {
+ResyncRun RunResyncWithSpill(long fail_at, bool status) {
   Master master;
+  if (status) master.ServeStatus();
   Index index;
   SubscriberOptions options;
   options.resync_buffer_bytes = 1;  // every buffered message goes to the spill file
@@ -288,20 +292,25 @@ ResyncRun RunResyncWithSpill(long fail_at) {
   run.a_absent = !index.Contains({}, "a") && !index.Contains({}, "s0");
   run.c_present = index.Contains({}, "c") && index.Contains({}, "s1") && index.Contains({}, "b");
   run.connected = index.GetStats().subscriber_connected;
+  run.anchored = index.GetStats().resyncs_anchored > 0;
   return run;
 }
 
-TEST_F(SubscriberAllocationFailure, EveryAllocationOfAResyncsReplayFromItsSpillFileMayFail) {
-  const ResyncRun counted = RunResyncWithSpill(0);
+class ResyncAllocationSweep : public SubscriberAllocationFailure {};
+
+TEST_P(ResyncAllocationSweep, EveryAllocationOfAResyncsReplayFromItsSpillFileMayFail) {
+  const bool status = GetParam() != 0;
+  const ResyncRun counted = RunResyncWithSpill(0, status);
   ASSERT_TRUE(counted.caught_up);
   ASSERT_TRUE(counted.a_absent && counted.c_present);
+  ASSERT_EQ(counted.anchored, status) << "the catch-up should be anchored exactly when the master has the endpoint";
   ASSERT_GT(g_spilled_replayed.load(), 0) << "the buffered stream should have been replayed from the spill file";
   const long allocations = g_counted.load();
   ASSERT_GT(allocations, 0);
   long failed_runs = 0;
   for (long k = 1; k <= allocations; ++k) {
     g_failed.store(0);
-    const ResyncRun run = RunResyncWithSpill(k);
+    const ResyncRun run = RunResyncWithSpill(k, status);
     failed_runs += g_failed.load() > 0 ? 1 : 0;
     SCOPED_TRACE("allocation " + std::to_string(k) + " of " + std::to_string(allocations));
     EXPECT_EQ(run.false_hits, 0) << "a removed key answered hit";
@@ -311,11 +320,16 @@ TEST_F(SubscriberAllocationFailure, EveryAllocationOfAResyncsReplayFromItsSpillF
     EXPECT_TRUE(run.connected);
     if (HasFailure()) return;
   }
-  std::printf("resync with spill: %ld allocations on the subscriber's thread, each failed in turn (%ld runs met "
-              "their failure)\n",
-              allocations, failed_runs);
+  std::printf("resync with spill, catch-up %s: %ld allocations on the subscriber's thread, each failed in turn (%ld "
+              "runs met their failure)\n",
+              status ? "anchored" : "timed", allocations, failed_runs);
   EXPECT_GT(failed_runs, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(CatchUp, ResyncAllocationSweep, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<long>& info) {
+                           return info.param != 0 ? std::string("Anchored") : std::string("Timed");
+                         });
 
 }  // namespace
 }  // namespace sci

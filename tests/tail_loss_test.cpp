@@ -166,15 +166,23 @@ TEST_F(TailLoss, AMasterWithoutTheEndpointIsFollowedAsBefore) {
 }
 
 TEST(PublisherStatus, TheAnswerIsReadStrictly) {
-  uint64_t batches = 0;
+  PublisherStatus status;
   std::string why;
-  EXPECT_TRUE(ParsePublisherStatus(R"({"enabled":true,"published_batches":42,"dropped_events":3})", &batches, &why));
-  EXPECT_EQ(batches, 42u);
-  EXPECT_FALSE(ParsePublisherStatus(R"({"enabled":false,"published_batches":42})", &batches, &why));
-  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":-1})", &batches, &why));
-  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":"42"})", &batches, &why));
-  EXPECT_FALSE(ParsePublisherStatus("[]", &batches, &why));
-  EXPECT_FALSE(ParsePublisherStatus("not json", &batches, &why));
+  EXPECT_TRUE(ParsePublisherStatus(R"({"enabled":true,"published_batches":42,"dropped_events":3})", &status, &why));
+  EXPECT_EQ(status.published_batches, 42u);
+  EXPECT_TRUE(status.has_dropped_events);
+  EXPECT_EQ(status.dropped_events, 3u);
+  EXPECT_TRUE(ParsePublisherStatus(R"({"published_batches":7})", &status, &why));
+  EXPECT_EQ(status.published_batches, 7u);
+  EXPECT_FALSE(status.has_dropped_events);  // then it bounds no catch-up (catch_up_anchor.h)
+  EXPECT_FALSE(ParsePublisherStatus(R"({"enabled":false,"published_batches":42})", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":-1})", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":"42"})", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":42,"dropped_events":-3})", &status, &why));
+  EXPECT_EQ(why, "dropped_events is not unsigned");
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":42,"dropped_events":1.5})", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus("[]", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus("not json", &status, &why));
   EXPECT_EQ(StatusUrlBeside("http://master:9003/get_all_keys"), "http://master:9003/kv_events/status");
   EXPECT_EQ(StatusUrlBeside("https://10.0.0.2:9003"), "https://10.0.0.2:9003/kv_events/status");
   EXPECT_EQ(StatusUrlBeside(""), "");

@@ -172,6 +172,43 @@ TEST(Tools, BadFlagsExitWithTwoAndSayWhy) {
   EXPECT_NE(publish->err().find("line 2"), std::string::npos) << publish->err();
 }
 
+// --queue-depth: the master's queue. 300 events into a queue of 10 drained
+// at 2000 events/s: most are dropped, each consuming a sequence number, and
+// the summary's counts agree with the sequence numbers sent; the flags that
+// only make sense together are refused together.
+TEST(Tools, PublishThroughALaggingQueueDropsTheOldestAndEachDropConsumesASequence) {
+  std::string events;
+  for (int i = 0; i < 300; ++i) events += "stored q" + std::to_string(i) + "\n";
+  const TempFile script("sci-queue-script", events);
+  auto publish = Child::Spawn({kPublish, "--endpoint", UniqueIpcEndpoint("sci-tools"), "--script", script.path(),
+                               "--queue-depth", "10", "--drain-rate", "2000", "--linger-ms", "0"});
+  ASSERT_NE(publish, nullptr);
+  ASSERT_TRUE(publish->Finish());
+  ASSERT_EQ(publish->exit_code(), 0) << publish->err();
+  const std::vector<nlohmann::json> out = OutLines(*publish);
+  ASSERT_EQ(out.size(), 1u) << publish->out();
+  const nlohmann::json& summary = out[0];
+  const uint64_t sent = summary["events"].get<uint64_t>();
+  const uint64_t dropped = summary["dropped_events"].get<uint64_t>();
+  EXPECT_EQ(sent + dropped, 300u) << summary;
+  EXPECT_GT(dropped, 200u) << summary;  // a queue of 10 keeps up with nothing
+  EXPECT_EQ(summary["last_sequence"].get<uint64_t>(), summary["messages"].get<uint64_t>() + dropped) << summary;
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--drain-rate", "100"}, std::vector<std::string>{"--queue-depth", "0"},
+        std::vector<std::string>{"--queue-depth", "10", "--rate", "100"}}) {
+    std::vector<std::string> argv = {kPublish, "--endpoint", "ipc:///tmp/x", "--script", script.path()};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    auto refused = Child::Spawn(argv);
+    ASSERT_NE(refused, nullptr);
+    ASSERT_TRUE(refused->Finish());
+    EXPECT_EQ(refused->exit_code(), 2) << bad[0];
+    EXPECT_NE(refused->err().find(bad[0] == "--queue-depth" && bad.size() == 2 ? "--queue-depth must be" : "--"),
+              std::string::npos)
+        << refused->err();
+  }
+}
+
 TEST(Tools, PublishToAMalformedEndpointExitsWithTwoAndSaysWhatItMustLookLike) {
   auto publish = Child::Spawn({kPublish, "--endpoint", "bogus://x", "--script", "-"}, "stored a\n");
   ASSERT_NE(publish, nullptr);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/log.h"
+#include "feed/status_request.h"
 #include "wire/message_apply.h"
 
 namespace sci {
@@ -14,6 +15,8 @@ namespace {
 
 // Back-off doubles per consecutive failure, up to this many doublings.
 constexpr uint32_t kMaxBackoffDoublings = 4;
+// The anchor's reads on a quiet master are catch_up_ms apart, at least this.
+constexpr auto kMinStatusReread = std::chrono::milliseconds(10);
 
 // The sequence frame of a three-frame message, if it has that shape. A
 // message without one is malformed and will be dropped by the replay.
@@ -32,7 +35,14 @@ Resync::Resync(Index& index, ResyncOptions options, WakeSignal& wake)
     : index_(index),
       options_(std::move(options)),
       wake_(wake),
-      buffer_(ResyncBuffer::Limits{options_.buffer_bytes, options_.spill_bytes, options_.spill_dir}) {}
+      buffer_(ResyncBuffer::Limits{options_.buffer_bytes, options_.spill_bytes, options_.spill_dir}),
+      anchor_(StatusUrl(), options_.proxy_from_env,
+              std::max<Clock::duration>(std::chrono::milliseconds(options_.catch_up_ms), kMinStatusReread), wake) {}
+
+std::string Resync::StatusUrl() const {
+  if (!options_.read_status) return {};
+  return options_.status_url.empty() ? StatusUrlBeside(options_.snapshot_url) : options_.status_url;
+}
 
 Resync::~Resync() {
   // Also when the subscriber never ran (a start that failed after Begin()):
@@ -46,6 +56,7 @@ Resync::~Resync() {
 
 void Resync::Reset() {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
+  anchor_.Stop();
   DropBuffer();
 }
 
@@ -83,6 +94,7 @@ void Resync::SetUrl(std::string url) {
   // never release that.
   if (was_active) index_.Hold();
   options_.snapshot_url = std::move(url);
+  anchor_.SetStatusUrl(StatusUrl());
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   live_ = false;
@@ -119,7 +131,10 @@ long MsUntil(Resync::Clock::time_point at, Resync::Clock::time_point now) {
 
 long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
   if (phase_ == Phase::kCatchingUp) {
-    const long due_ms = MsUntil(catch_up_until_, now);
+    // The timer, or the anchor's next read (one in flight wakes the loop).
+    const long due_ms = anchor_.state() == CatchUpAnchor::State::kUnavailable ? MsUntil(catch_up_until_, now)
+                                                                               : anchor_.MsUntilNextRead(now);
+    if (due_ms < 0) return timeout_ms;
     return timeout_ms < 0 ? due_ms : std::min(timeout_ms, due_ms);
   }
   if (!ReadyToFetch()) return timeout_ms;
@@ -162,6 +177,11 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     last_stream_sequence_ = sequence;
   }
   live_ = true;  // it came on the current connection
+  // Read before the buffer takes the frames: the batch may anchor the
+  // catch-up (catch_up_anchor.h), once it is buffered below.
+  uint32_t events = 0;
+  const bool anchor_candidate =
+      phase_ == Phase::kCatchingUp && has_sequence && PeekBatchEventCount(frames, &events);
   const bool spilling = buffer_.spilled_bytes() > 0;
   std::string full;
   if (!buffer_.Add(frames, &full)) {
@@ -177,6 +197,7 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     // nothing follows).
     if (!buffer_.Add(frames, &full)) return;
   }
+  if (anchor_candidate && phase_ == Phase::kCatchingUp) anchor_.OnBatch(sequence, events);
   if (!spilling && buffer_.spilled_bytes() > 0) {
     Logf(LogLevel::kInfo, "resync: %d bytes of stream buffered in memory; the rest goes to a temporary file",
          buffer_.memory_bytes());
@@ -215,8 +236,21 @@ bool Resync::Poll(Clock::time_point now) {
     // Loaded: the events it may already reflect are still on their way.
     phase_ = Phase::kCatchingUp;
     catch_up_until_ = now + std::chrono::milliseconds(options_.catch_up_ms);
+    anchor_.Start(now);
+  }
+  if (phase_ == Phase::kCatchingUp) {
+    const CatchUpAnchor::State before = anchor_.state();
+    if (anchor_.Poll(now, has_stream_sequence_, last_stream_sequence_, index_) == CatchUpAnchor::State::kUnavailable &&
+        before != CatchUpAnchor::State::kUnavailable && anchor_unavailable_warning_.First()) {
+      Logf(LogLevel::kWarn,
+           "resync: %s; the catch-up ends on the %d ms timer, as in 1.2, which a publisher queue lagging longer "
+           "does not cover (resyncs_timed counts such resyncs; docs/operations.md, \"Resync\")",
+           anchor_.detail(), options_.catch_up_ms);
+    }
   }
   if (!ReplayDue(now)) return false;
+  const bool anchored = anchor_.ended();
+  const std::string catch_up = anchored ? anchor_.detail() : "timed: " + anchor_.detail();
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.messages();
   const size_t spilled = buffer_.spilled_bytes();
@@ -229,8 +263,9 @@ bool Resync::Poll(Clock::time_point now) {
   consecutive_failures_ = 0;
   index_.Release();
   index_.counters().snapshot_keys.Set(keys);
-  Logf(LogLevel::kInfo, "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); serving",
-       keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled);
+  Logf(LogLevel::kInfo,
+       "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); catch-up %s; serving",
+       keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled, catch_up);
   // The conductor line's /get_all_keys lists puts still in progress (main
   // lists readable objects only): docs/operations.md, "Resync".
   if (index_.counters().stream_generation.Get() == 2 && unfinished_puts_warning_.First()) {
@@ -240,6 +275,7 @@ bool Resync::Poll(Clock::time_point now) {
   }
   // Counted last: whoever sees `resyncs` move finds the resync logged too.
   index_.counters().resyncing.Set(false);
+  (anchored ? index_.counters().resyncs_anchored : index_.counters().resyncs_timed).Add();
   index_.counters().resyncs.Add();
   return true;
 }
@@ -286,6 +322,7 @@ void Resync::RestartAfterFailure(Clock::time_point now) {
 
 void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_buffer) {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
+  anchor_.Stop();
   if (!keep_buffer) DropBuffer();
   index_.Hold();  // whatever was loaded goes: empty and answering miss
   ++consecutive_failures_;

@@ -22,13 +22,16 @@
 // message, or on Poll() once the back-off ends (the subscriber wakes for
 // it: PollTimeoutMs), so a master gone quiet is resynced all the same.
 // SnapshotFetch downloads and loads the snapshot. The stream is then
-// buffered for catch_up_ms more (kCatchingUp): Mooncake changes its
-// metadata before its publisher thread sends the event (a queue between
-// them), and the snapshot carries no sequence, so it may already reflect
-// events that arrive after its last byte; a store it has seen removed,
-// applied after it, would show the key until the removal came (a false
-// hit). Buffered and replayed before the hold ends, such events only bring
-// the index to where the snapshot was. Then the buffer is
+// buffered a while more (kCatchingUp): Mooncake changes its metadata before
+// its publisher thread sends the event (a queue between them), and the
+// snapshot carries no sequence, so it may already reflect events that
+// arrive after its last byte; a store it has seen removed, applied after
+// it, would show the key until the removal came (a false hit). Buffered and
+// replayed before the hold ends, such events only bring the index to where
+// the snapshot was. The catch-up ends where the publisher's own counters
+// prove every event older than the snapshot buffered (catch_up_anchor.h:
+// counted in resyncs_anchored); without its status endpoint, after
+// catch_up_ms, as in 1.2 (resyncs_timed). Then the buffer is
 // replayed in order with the index's cursor unset, so the first buffered
 // message begins a run (the early-gap rule for the Mooncake format) -- or,
 // the buffer being empty, the cursor resumes at the last sequence the
@@ -57,6 +60,7 @@
 #include <zmq.hpp>
 
 #include "common/warn_once.h"
+#include "feed/catch_up_anchor.h"
 #include "feed/resync_buffer.h"
 #include "feed/snapshot_fetch.h"
 #include "feed/wake_signal.h"
@@ -82,11 +86,17 @@ struct ResyncOptions {
   uint32_t min_interval_ms = kDefaultMinIntervalMs;
   uint32_t timeout_ms = kDefaultTimeoutMs;
   size_t buffer_bytes = kDefaultBufferBytes;
-  // How long the stream is still buffered once the snapshot is loaded
-  // (see above). Mooncake's publisher sends an event within a few ms of the
-  // change: the subscriber's default, 100 ms, covers its queue with room to
-  // spare, for a hold 100 ms longer. 0: replay what has come at once.
+  // Without the status endpoint: how long the stream is still buffered once
+  // the snapshot is loaded (see above). Mooncake's publisher sends an event
+  // within a few ms of the change when its queue is short: the subscriber's
+  // default, 100 ms, covers that, for a hold 100 ms longer (a lagging queue
+  // it does not cover: the anchor does). 0: replay what has come at once.
+  // With the endpoint: the interval between its reads on a quiet master.
   uint32_t catch_up_ms = 0;
+  // The master's GET /kv_events/status, which anchors the catch-up
+  // (catch_up_anchor.h). Empty: beside snapshot_url (StatusUrlBeside).
+  std::string status_url;
+  bool read_status = true;  // false: never read it (the timer alone)
   size_t spill_bytes = kDefaultSpillBytes;  // 0: never spill
   std::string spill_dir;                    // empty: $TMPDIR, else /tmp
   bool proxy_from_env = false;
@@ -149,7 +159,10 @@ class Resync {
   // The catch-up is over: the next Poll() replays the buffer. What the
   // socket already holds should be handed to OnMessage() first, so that the
   // replay is as recent as the stream allows.
-  bool ReplayDue(Clock::time_point now) const { return phase_ == Phase::kCatchingUp && now >= catch_up_until_; }
+  bool ReplayDue(Clock::time_point now) const {
+    return phase_ == Phase::kCatchingUp &&
+           (anchor_.ended() || (anchor_.state() == CatchUpAnchor::State::kUnavailable && now >= catch_up_until_));
+  }
 
   // `timeout_ms` (the loop's own, -1 = none), shortened to the end of the
   // back-off if a download waits for it, or to the end of the catch-up.
@@ -170,6 +183,7 @@ class Resync {
   void Fail(const std::string& why, Clock::time_point now, bool keep_buffer = false);
   void Reset();  // stops the download, drops the buffer
   void DropBuffer();
+  std::string StatusUrl() const;  // where the anchor reads (empty: nowhere)
   Clock::duration Backoff() const;
 
   Index& index_;
@@ -186,10 +200,12 @@ class Resync {
   uint64_t last_stream_sequence_ = 0;
   bool download_started_ever_ = false;
   Clock::time_point last_download_start_{};
-  Clock::time_point catch_up_until_{};  // kCatchingUp: when the replay is due
+  Clock::time_point catch_up_until_{};  // kCatchingUp without the anchor: when the replay is due
+  CatchUpAnchor anchor_;
   uint32_t consecutive_failures_ = 0;
   DecodedMessage scratch_;
   WarnOnce unfinished_puts_warning_;
+  WarnOnce anchor_unavailable_warning_;
 };
 
 }  // namespace sci

@@ -14,7 +14,7 @@ constexpr size_t kMaxStatusBytes = 64 << 10;
 
 }  // namespace
 
-bool ParsePublisherStatus(std::string_view body, uint64_t* published_batches, std::string* why) {
+bool ParsePublisherStatus(std::string_view body, PublisherStatus* out, std::string* why) {
   JsonDocument document;
   nlohmann::json& status = document.value;
   if (!ParseJson(body, &status, why)) return false;
@@ -31,7 +31,15 @@ bool ParsePublisherStatus(std::string_view body, uint64_t* published_batches, st
     *why = "no unsigned published_batches";
     return false;
   }
-  *published_batches = batches->get<uint64_t>();
+  const nlohmann::json* dropped = JsonMember(status, "dropped_events");
+  if (dropped != nullptr && !dropped->is_number_unsigned()) {
+    *why = "dropped_events is not unsigned";
+    return false;
+  }
+  *out = PublisherStatus{};
+  out->published_batches = batches->get<uint64_t>();
+  out->has_dropped_events = dropped != nullptr;
+  if (dropped != nullptr) out->dropped_events = dropped->get<uint64_t>();
   return true;
 }
 
@@ -65,7 +73,7 @@ void StatusRequest::Run(const HttpRequest& request, WakeSignal& done) noexcept {
                 return true;
               },
               &error_) &&
-          ParsePublisherStatus(body, &published_batches_, &error_);
+          ParsePublisherStatus(body, &status_, &error_);
   } catch (const std::exception& e) {
     ok_ = false;
     error_ = e.what();

@@ -1,7 +1,8 @@
 // One read of a Mooncake master's `GET /kv_events/status` (wire-formats.md,
 // section 6), on a thread of its own so that the subscriber's thread keeps
 // receiving meanwhile. The answer's counters are cumulative since that
-// publisher started; only `published_batches` is used (tail_watch.h).
+// publisher started: `published_batches` (tail_watch.h) and `dropped_events`
+// (catch_up_anchor.h).
 #pragma once
 
 #include <atomic>
@@ -15,9 +16,18 @@
 
 namespace sci {
 
+struct PublisherStatus {
+  uint64_t published_batches = 0;
+  // Absent from an answer that does not carry it (then no bound on the
+  // sequences dropped events consumed: catch_up_anchor.h cannot use it).
+  bool has_dropped_events = false;
+  uint64_t dropped_events = 0;
+};
+
 // The answer, parsed: JSON with an unsigned `published_batches`, and
-// `enabled` not false. False with *why otherwise.
-bool ParsePublisherStatus(std::string_view body, uint64_t* published_batches, std::string* why);
+// `enabled` not false; `dropped_events`, if present, unsigned. False with
+// *why otherwise.
+bool ParsePublisherStatus(std::string_view body, PublisherStatus* status, std::string* why);
 
 // "http(s)://host:port/anything" -> "http(s)://host:port/kv_events/status":
 // the status endpoint beside a snapshot URL (same admin server). Empty if
@@ -35,7 +45,7 @@ class StatusRequest {
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   // Valid once finished().
   bool ok() const { return ok_; }
-  uint64_t published_batches() const { return published_batches_; }
+  const PublisherStatus& status() const { return status_; }
   const std::string& error() const { return error_; }
 
  private:
@@ -43,7 +53,7 @@ class StatusRequest {
 
   HttpDownload download_;
   bool ok_ = false;
-  uint64_t published_batches_ = 0;
+  PublisherStatus status_;
   std::string error_;
   std::atomic<bool> finished_{false};
   std::thread thread_;  // last: started once everything above exists

@@ -148,6 +148,8 @@ ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   r.spill_bytes = options.resync_spill_bytes;
   r.spill_dir = options.resync_spill_dir;
   r.catch_up_ms = options.resync_catch_up_ms;
+  r.status_url = options.status_url;
+  r.read_status = options.status_poll_ms != TailWatchOptions::kNever;
   r.proxy_from_env = options.proxy_from_env;
   return r;
 }

@@ -69,8 +69,9 @@ void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
   // Sequences start at 1 and every sent batch takes one: a master that has
   // sent more batches than our cursor sent some we have not seen. Fewer: a
   // restarted publisher, judged by the event ids (Index::RequireEventContinuity).
-  if (stats.has_sequence && request->published_batches() > stats.last_sequence) {
-    suspect_ = Suspect{stats.last_sequence, request->published_batches(), now + Grace()};
+  const uint64_t published_batches = request->status().published_batches;
+  if (stats.has_sequence && published_batches > stats.last_sequence) {
+    suspect_ = Suspect{stats.last_sequence, published_batches, now + Grace()};
   }
 }
 
@@ -84,16 +85,16 @@ bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point las
     } else if (now >= suspect_->deadline) {
       const Suspect lost = *suspect_;
       suspect_.reset();
-      // Cleared before it is counted: whoever sees tail_losses move finds
-      // the index cleared (the cursor goes with it: a resync waits for the
-      // next message).
+      // Cleared and logged before it is counted: whoever sees tail_losses
+      // move finds the index cleared (the cursor goes with it: a resync
+      // waits for the next message) and the warning written.
       index.Clear();
-      index.counters().tail_losses.Add();
       Logf(LogLevel::kWarn,
            "publisher status %s: %d batches published, the last applied is %d, and nothing came for %d ms: "
            "the stream's tail was lost; index cleared",
            absl::CHexEscape(url_), lost.published_batches, lost.sequence,
            std::chrono::duration_cast<std::chrono::milliseconds>(Grace()).count());
+      index.counters().tail_losses.Add();
       return true;
     }
   }

@@ -13,7 +13,18 @@ constexpr size_t kChunkBytes = 64 * 1024;
 
 }  // namespace
 
-AdminServer::AdminServer(const HeldKeys& keys) : keys_(keys), server_(std::make_unique<httplib::Server>()) {
+AdminServer::AdminServer(const HeldKeys& keys, const PublisherCounters& counters)
+    : keys_(keys), counters_(counters), server_(std::make_unique<httplib::Server>()) {
+  server_->Get("/kv_events/status", [this](const httplib::Request&, httplib::Response& response) {
+    // Three loads, not one instant: as Mooncake's own handler reads them.
+    const uint64_t dropped = counters_.dropped_events.load(std::memory_order_acquire);
+    const uint64_t batches = counters_.published_batches.load(std::memory_order_acquire);
+    const uint64_t events = counters_.published_events.load(std::memory_order_relaxed);
+    response.set_content(absl::StrFormat("{\"enabled\":true,\"published_batches\":%d,\"published_events\":%d,"
+                                         "\"dropped_events\":%d,\"skipped_unparsed_keys\":0}",
+                                         batches, events, dropped),
+                         "application/json");
+  });
   server_->Get("/get_all_keys", [this](const httplib::Request&, httplib::Response& response) {
     std::shared_ptr<const std::string> body = keys_.Listing();
     served_.fetch_add(1, std::memory_order_relaxed);

@@ -4,6 +4,10 @@
 //   GET /get_all_keys  -> 200 text/plain, the held keys of the default
 //                         tenant, one per line, each line ending in '\n'
 //                         (empty body: no key), with a Content-Length.
+//   GET /kv_events/status -> 200 JSON {enabled, published_batches,
+//                         published_events, dropped_events,
+//                         skipped_unparsed_keys}, from the publisher's
+//                         counters (publisher_counters.h).
 //
 // The body is taken at one instant, then streamed in chunks. Other paths
 // answer 404. It serves from its own threads (cpp-httplib) until Stop.
@@ -16,6 +20,7 @@
 #include <thread>
 
 #include "held_keys.h"
+#include "publisher_counters.h"
 
 namespace httplib {
 class Server;
@@ -25,7 +30,8 @@ namespace sci::tools {
 
 class AdminServer {
  public:
-  explicit AdminServer(const HeldKeys& keys);
+  // Both must outlive it.
+  AdminServer(const HeldKeys& keys, const PublisherCounters& counters);
   ~AdminServer();  // stops
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
@@ -44,6 +50,7 @@ class AdminServer {
 
  private:
   const HeldKeys& keys_;
+  const PublisherCounters& counters_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};

@@ -10,8 +10,9 @@
 
 namespace sci::tools {
 
-BatchPublisher::BatchPublisher(PublisherConfig config)
+BatchPublisher::BatchPublisher(PublisherConfig config, PublisherCounters& counters)
     : config_(std::move(config)),
+      counters_(counters),
       context_(1),
       socket_(context_, zmq::socket_type::xpub),
       next_sequence_(config_.first_sequence),
@@ -113,13 +114,20 @@ void BatchPublisher::Flush() {
   last_sequence_sent_ = sequence;
   ++messages_;
   events_ += pending_.size();
+  counters_.published_events.fetch_add(pending_.size(), std::memory_order_relaxed);
+  counters_.published_batches.fetch_add(1, std::memory_order_release);  // after the send, as Mooncake counts
   pending_.clear();
 }
 
 void BatchPublisher::Skip(uint64_t n) {
+  ConsumeSequences(n);
+  skipped_ += n;
+  counters_.published_batches.fetch_add(n, std::memory_order_release);
+}
+
+void BatchPublisher::ConsumeSequences(uint64_t n) {
   Flush();
   next_sequence_ += n;
-  skipped_ += n;
 }
 
 void BatchPublisher::Close() {

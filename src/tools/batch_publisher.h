@@ -3,8 +3,9 @@
 // sequences from 1 (one per batch), event ids from 1 (one per event),
 // batches of at most 64 events (EncodeMooncakePayload / EncodeSequence).
 //
-// Unlike the real master it never drops an event: its send queue is
-// unbounded by default, so loss only happens when asked for (Skip). The
+// Unlike the real master it never drops an event: it sends each batch as it
+// is made (the real master's bounded queue and lag: publisher_queue.h), and
+// loss only happens when asked for (Skip, or a send HWM). The
 // socket is an XPUB, a publisher on the wire, which also lets it wait until
 // subscribers have subscribed before it sends, so a demo or test that
 // starts it first loses nothing to the PUB/SUB slow-joiner race.
@@ -19,6 +20,7 @@
 
 #include "encode/mooncake_event.h"
 #include "publish_script.h"
+#include "publisher_counters.h"
 
 namespace sci::tools {
 
@@ -39,9 +41,23 @@ struct PublisherConfig {
   int linger_ms = 1000;
 };
 
-class BatchPublisher {
+// Where events go: sent in batches as they come (BatchPublisher), or
+// through the master's queue first (PublisherQueue).
+class EventSink {
  public:
-  explicit BatchPublisher(PublisherConfig config);
+  virtual ~EventSink() = default;
+  // Queues an event; a full batch is sent at once.
+  virtual void Add(const ScriptEvent& event) = 0;
+  // Sends the queued events, if any, as one batch.
+  virtual void Flush() = 0;
+  // Flushes, then skips `n` sequence numbers: subscribers see a gap.
+  virtual void Skip(uint64_t n) = 0;
+};
+
+class BatchPublisher final : public EventSink {
+ public:
+  // `counters`: what it sent, for the admin server's status (must outlive it).
+  BatchPublisher(PublisherConfig config, PublisherCounters& counters);
 
   // Binds or connects. False with *error if ZeroMQ refuses the endpoint.
   bool Open(std::string* error);
@@ -53,12 +69,13 @@ class BatchPublisher {
   // (-1: none). Returns how many arrived.
   int WaitForSubscriptions(int subscriptions, std::chrono::milliseconds timeout, int stop_fd);
 
-  // Queues an event; a full batch is sent at once.
-  void Add(const ScriptEvent& event);
-  // Sends the queued events, if any, as one batch.
-  void Flush();
-  // Flushes, then skips `n` sequence numbers: subscribers see a gap.
-  void Skip(uint64_t n);
+  void Add(const ScriptEvent& event) override;
+  void Flush() override;
+  // Lost batches: also counted in published_batches (sent, lost on the way).
+  void Skip(uint64_t n) override;
+  // Flushes, then lets `n` sequence numbers go by uncounted (events a full
+  // queue dropped: the queue counts them).
+  void ConsumeSequences(uint64_t n);
   // Flushes and closes, waiting up to linger_ms for queued messages to leave.
   void Close();
 
@@ -73,6 +90,7 @@ class BatchPublisher {
   void Pace();
 
   const PublisherConfig config_;
+  PublisherCounters& counters_;
   zmq::context_t context_;
   zmq::socket_t socket_;
   bool open_ = false;

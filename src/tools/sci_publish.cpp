@@ -37,6 +37,7 @@
 #include "sglang_workload.h"
 #include "vllm/layout_spec.h"
 #include "vllm_workload.h"
+#include "publisher_queue.h"
 #include "stop_signal.h"
 
 namespace sci::tools {
@@ -64,6 +65,10 @@ constexpr FlagSpec kFlags[] = {
     {"timestamp-ms", "MS", "fixed batch timestamp, for reproducible bytes (default: the clock)"},
     {"backend-id", "ID", "backend_id of every event (default mooncake-master-0)"},
     {"sndhwm", "N", "messages queued per subscriber before ZeroMQ drops (default 0: never drop)"},
+    {"queue-depth", "N", "send through the master's event queue of N events: one worker takes up to 64 at a time; "
+                         "when full the oldest is dropped, consuming a sequence (default: no queue)"},
+    {"drain-rate", "EV/S", "with --queue-depth: the worker sends at most EV/S events per second (default 0: "
+                           "as fast as it can), so the stream lags what the admin server lists"},
     {"page-size", "N", "layout: tokens per page (required with --workload unless in --layout-json)"},
     {"tp", "N", "layout: tensor-parallel size (default 1)"},
     {"pp", "N", "layout: pipeline-parallel size (default 1)"},
@@ -104,8 +109,8 @@ constexpr char kUsage[] = R"(usage: sci-publish --endpoint E [--bind | --connect
 Publishes KV events in the Mooncake master's production format, byte for
 byte: frames [topic (empty), 8-byte big-endian sequence, msgpack payload],
 sequences from 1, one per message, event ids from 1, at most 64 events per
-message. It never drops events (unless --sndhwm says so); `gap` in a script
-skips sequence numbers to imitate the master's overflow.
+message. It never drops events (unless --sndhwm or --queue-depth says so);
+`gap` in a script skips sequence numbers to imitate the master's overflow.
 
 Script (--script FILE, - for stdin), one command per line:
   # comment
@@ -161,6 +166,15 @@ ipc): the default-tenant keys it holds now, one per line, each ending in
 '\n'. It holds what it published (stored adds, removed drops; applied before
 sending) and what --restore / --restore-workload name: the objects a
 newly promoted master restored, which it lists but never announces.
+It also serves GET /kv_events/status: {"enabled":true,"published_batches",
+"published_events","dropped_events","skipped_unparsed_keys":0} (a `gap`
+counts as batches published and lost on the way).
+--queue-depth N sends as a real master does, through a queue: one worker
+takes up to 64 events at a time (fewer only when it empties the queue); a
+full queue drops its oldest event, which consumes a sequence number and
+counts in dropped_events. --drain-rate EV/S paces the worker: the stream
+then lags the listing by the queue's length (a subscriber's resync must
+wait for it: its catch-up is anchored to these counters).
 --etcd makes it a candidate first: it waits until the key
 mooncake-store/<cluster-id>/master_view is absent, creates it with the
 --advertise value under a 5 s lease in one transaction, keeps the lease
@@ -190,7 +204,8 @@ Before publishing it can wait for subscribers (--wait-subscribers-ms,
 {"listening":"<endpoint>"[,"admin":"http://host:port"]} (the real ports of
 tcp://host:* and --admin-port 0) once ready; on stdout, at the end,
 {"messages":M,"events":E,"first_sequence":F,"last_sequence":L,
-"skipped_sequences":K,"subscribers":S,"elapsed_ms":T[,"held_keys":H]}
+"skipped_sequences":K,"dropped_events":D,"subscribers":S,"elapsed_ms":T
+[,"held_keys":H]}
 (S: the subscriptions it saw). If it published and no subscriber had
 subscribed, it says so on stderr: those messages went to nobody.
 SIGINT / SIGTERM stop it early (the summary says "interrupted":true).
@@ -467,6 +482,8 @@ struct MasterConfig {
   uint64_t live_every_ms = 0;  // 0: no live traffic while staying up
   int admin_port = -1;  // -1: no admin server
   std::string admin_host;
+  uint64_t queue_depth = 0;  // 0: no queue (publisher_queue.h)
+  double drain_rate = 0;
   std::vector<std::string> etcd_endpoints;  // an election through etcd, or
   std::optional<RedisAddress> redis;        // through Redis; neither: no election
   std::string cluster_id = LeaderElection::kDefaultClusterId;
@@ -500,6 +517,22 @@ bool LoadMasterConfig(const CommandLine& flags, const PublisherConfig& publisher
   if (!flags.GetUint("live-every-ms", 0, INT32_MAX, &config->live_every_ms, error)) return false;
   if (config->live_every_ms > 0 && !config->keep_running) {
     *error = "--live-every-ms is the traffic of a master that stays up: give --keep-running too";
+    return false;
+  }
+  if (!flags.GetUint("queue-depth", 0, UINT32_MAX, &config->queue_depth, error) ||
+      !flags.GetDouble("drain-rate", 0, &config->drain_rate, error)) {
+    return false;
+  }
+  if (flags.Has("queue-depth") && config->queue_depth == 0) {
+    *error = "--queue-depth must be at least 1";
+    return false;
+  }
+  if (flags.Has("drain-rate") && config->queue_depth == 0) {
+    *error = "--drain-rate paces the master's queue: give --queue-depth too";
+    return false;
+  }
+  if (config->queue_depth > 0 && publisher.rate > 0) {
+    *error = "--rate paces a publisher without a queue; with --queue-depth give --drain-rate";
     return false;
   }
   if (flags.Has("admin-port")) {
@@ -567,7 +600,7 @@ void Announce(const std::string& line) {
 
 // Publishes the source once; false if `stopped` cut it short. Every event
 // goes through `add`.
-bool PublishOnce(const Source& source, const Workload& workload, BatchPublisher& publisher,
+bool PublishOnce(const Source& source, const Workload& workload, EventSink& publisher,
                  const std::function<void(const ScriptEvent&)>& add, const std::function<bool()>& stop_requested) {
   // Checking for a stop costs a syscall: do it once per batch's worth.
   size_t since_check = 0;
@@ -678,9 +711,10 @@ int Main(int argc, char** argv) {
     }
     const auto leadership_lost = [&] { return election != nullptr && election->lost(); };
 
+    PublisherCounters counters;  // what GET /kv_events/status reports
     std::unique_ptr<AdminServer> admin;
     if (held != nullptr) {
-      admin = std::make_unique<AdminServer>(*held);
+      admin = std::make_unique<AdminServer>(*held, counters);
       if (!admin->Start(master.admin_host, master.admin_port, &error)) {
         std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
         return 1;
@@ -688,7 +722,7 @@ int Main(int argc, char** argv) {
     }
 
     config.second_generation = workload.generation == Generation::kSecond;
-    BatchPublisher publisher(config);
+    BatchPublisher publisher(config, counters);
     if (!publisher.Open(&error)) {
       std::fprintf(stderr, "sci-publish: %s\n", error.c_str());
       return 1;
@@ -714,31 +748,40 @@ int Main(int argc, char** argv) {
       }
     }
 
+    // With --queue-depth the events wait in the master's queue, and its
+    // worker alone sends from here on.
+    std::unique_ptr<PublisherQueue> queue;
+    if (master.queue_depth > 0) {
+      queue = std::make_unique<PublisherQueue>(publisher, counters, master.queue_depth, master.drain_rate);
+    }
+    EventSink& sink = queue != nullptr ? static_cast<EventSink&>(*queue) : publisher;
     // The held keys change before the event leaves (held_keys.h says why).
     const auto add = [&](const ScriptEvent& event) {
       if (held != nullptr) held->Apply(event);
-      publisher.Add(event);
+      sink.Add(event);
     };
     const auto stop_requested = [&] { return StopSignal::Raised() || leadership_lost(); };
     const auto started = std::chrono::steady_clock::now();
     bool interrupted = stop_requested();
     const bool publishes = flags.Has("script") || published.workload;
     for (uint64_t r = 0; publishes && r < repeat && !interrupted; ++r) {
-      interrupted = !PublishOnce(published, workload, publisher, add, stop_requested);
+      interrupted = !PublishOnce(published, workload, sink, add, stop_requested);
     }
     if (!interrupted && master.keep_running) {
-      publisher.Flush();
+      sink.Flush();
       const std::string live_prefix = absl::StrFormat("live-%d-", ::getpid());
       uint64_t live = 0;
       StayUp(leadership_lost, master.live_every_ms, [&] {
         ScriptEvent event;
         event.object_key = live_prefix + std::to_string(++live);
         add(event);
-        publisher.Flush();
+        sink.Flush();
       });
       interrupted = !leadership_lost();
     }
-    publisher.Flush();
+    sink.Flush();
+    // What is queued still leaves, at the drain rate, unless stopped.
+    if (queue != nullptr) queue->Close(/*drain=*/!interrupted);
     if (subscribed == 0 && publisher.sent_any()) {
       subscribed = publisher.WaitForSubscriptions(1, std::chrono::milliseconds(1), -1);
       if (subscribed == 0) {
@@ -760,6 +803,7 @@ int Main(int argc, char** argv) {
                     {"first_sequence", publisher.first_sequence_sent()},
                     {"last_sequence", publisher.last_sequence_sent()},
                     {"skipped_sequences", publisher.skipped()},
+                    {"dropped_events", counters.dropped_events.load()},
                     {"subscribers", subscribed},
                     {"elapsed_ms", elapsed.count()}};
     if (held != nullptr) summary["held_keys"] = held->size();

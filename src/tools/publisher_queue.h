@@ -1,0 +1,67 @@
+// The Mooncake master's event queue and its publisher thread, for
+// sci-publish --queue-depth: what makes a real master's stream lag behind
+// its metadata, and lose events when it overflows (kv_event_publisher.cpp,
+// both generations; docs/wire-formats.md, section 4).
+//
+//   - Events wait in a queue of at most `depth`. When it is full, the oldest
+//     is dropped: it consumes a sequence number (the subscriber sees a gap)
+//     and counts in dropped_events.
+//   - One worker thread takes up to 64 events at a time (fewer only when it
+//     empties the queue) and sends them as one batch, at most `drain_rate`
+//     events per second (0: as fast as it can).
+//
+// The caller changes what the master holds before it adds the event, as
+// Mooncake changes its metadata before it enqueues (held_keys.h): a
+// snapshot taken meanwhile is ahead of the stream by the queue's length.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "batch_publisher.h"
+
+namespace sci::tools {
+
+class PublisherQueue final : public EventSink {
+ public:
+  // `publisher` is used by the worker thread alone from now on, until Close.
+  PublisherQueue(BatchPublisher& publisher, PublisherCounters& counters, size_t depth, double drain_rate);
+  ~PublisherQueue() override;  // Close()
+
+  void Add(const ScriptEvent& event) override;
+  // The worker batches as it takes: nothing to do.
+  void Flush() override {}
+  // `n` lost batches: the worker skips their sequences before its next batch.
+  void Skip(uint64_t n) override;
+
+  // Waits until everything queued has been sent.
+  void Drain();
+  // Drains (or, `drain` false, drops what is still queued, as a stopped
+  // master's queue goes with it), then stops the worker; idempotent.
+  void Close(bool drain = true);
+
+ private:
+  void Work();
+
+  BatchPublisher& publisher_;
+  PublisherCounters& counters_;
+  const size_t depth_;
+  const double drain_rate_;
+
+  std::mutex mu_;
+  std::condition_variable work_;     // the worker waits for events (or a stop)
+  std::condition_variable drained_;  // Drain waits for an empty queue and an idle worker
+  std::deque<ScriptEvent> queue_;
+  uint64_t dropped_sequences_ = 0;  // dropped events whose sequences the next batch skips
+  uint64_t lost_batches_ = 0;       // Skip()s not yet taken
+  bool busy_ = false;               // the worker holds a batch it has taken
+  bool stop_ = false;
+  std::thread worker_;  // last: started once everything above exists
+};
+
+}  // namespace sci::tools
