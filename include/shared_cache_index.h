@@ -625,7 +625,9 @@ void sci_subscriber_stop(sci_subscriber *sub);
  * the background; sci_stats.resyncing says when it is done).
  * SCI_ERR_INVALID_ARGUMENT (nothing changes) for a NULL `sub`, an empty or
  * unusable endpoint, a snapshot_url that is not http:// or https://; SCI_ERR_IO
- * when the socket cannot be set up. Must not race with sci_subscriber_stop
+ * when the socket cannot be set up; SCI_ERR_NO_MEMORY (1.3) when memory ran
+ * out part-way: the index is cleared and follows no snapshot until a call
+ * succeeds, so call again. Must not race with sci_subscriber_stop
  * on the same handle, nor be called from the log callback. With
  * etcd_endpoints, the next change of the leader view overrides it. */
 sci_status sci_subscriber_retarget(sci_subscriber *sub, sci_str endpoint, sci_str snapshot_url);

@@ -228,19 +228,29 @@ TEST(AnchoredCatchUp, WithoutTheStatusEndpointTheTimerRunsAndALaggingQueueShowsT
   EXPECT_GE(index.GetStats().status_unavailable, 2u);
 }
 
+// An admin server answering the publisher counters a test sets.
+struct StatusAt {
+  StatusAt(uint64_t published_batches, uint64_t dropped_events) : admin(held, counters) {
+    counters.published_batches = published_batches;
+    counters.dropped_events = dropped_events;
+    std::string error;
+    if (!admin.Start("127.0.0.1", 0, &error)) throw std::runtime_error(error);
+  }
+  std::string url(const std::string& path = "/kv_events/status") const {
+    return "http://127.0.0.1:" + std::to_string(admin.port()) + path;
+  }
+  HeldKeys held;
+  PublisherCounters counters;
+  AdminServer admin;
+};
+
 // The bound, read from a status the test sets: published 10 + dropped 5
 // means every batch taken before the read has a sequence of at most 16
 // (16 itself: the batch the worker may hold). Only a batch beyond it with
 // fewer than 64 events anchors; one that came before the answer counts.
 TEST(CatchUpAnchor, OnlyAShortBatchBeyondTheBoundAnchors) {
-  HeldKeys held;
-  PublisherCounters counters;
-  counters.published_batches = 10;
-  counters.dropped_events = 5;
-  AdminServer admin(held, counters);
-  std::string error;
-  ASSERT_TRUE(admin.Start("127.0.0.1", 0, &error)) << error;
-  const std::string url = "http://127.0.0.1:" + std::to_string(admin.port()) + "/kv_events/status";
+  const StatusAt status(/*published_batches=*/10, /*dropped_events=*/5);
+  const std::string url = status.url();
   WakeSignal wake;
   Index index;
   const auto poll_until_answered = [&](CatchUpAnchor& anchor) {
@@ -249,8 +259,8 @@ TEST(CatchUpAnchor, OnlyAShortBatchBeyondTheBoundAnchors) {
     });
   };
 
-  CatchUpAnchor anchor(url, false, 1h, wake);  // one read: no quiet rule here
-  anchor.Start(std::chrono::steady_clock::now());
+  CatchUpAnchor anchor(false, 1h, wake);  // one read: no quiet rule here
+  anchor.Start(std::chrono::steady_clock::now(), url);
   ASSERT_TRUE(poll_until_answered(anchor));
   EXPECT_EQ(anchor.state(), CatchUpAnchor::State::kWaiting);
   anchor.OnBatch(16, 1);  // may have been taken before the read
@@ -262,20 +272,20 @@ TEST(CatchUpAnchor, OnlyAShortBatchBeyondTheBoundAnchors) {
   EXPECT_NE(anchor.detail().find("anchored at batch 18"), std::string::npos) << anchor.detail();
 
   // A short batch beyond the bound that arrived while the read was out.
-  anchor.Start(std::chrono::steady_clock::now());
+  anchor.Start(std::chrono::steady_clock::now(), url);
   anchor.OnBatch(20, 3);
   EXPECT_EQ(anchor.state(), CatchUpAnchor::State::kReading);
   ASSERT_TRUE(poll_until_answered(anchor));
   EXPECT_EQ(anchor.state(), CatchUpAnchor::State::kAnchored);
 
   // No endpoint there: unavailable, the caller's timer decides.
-  CatchUpAnchor missing("http://127.0.0.1:" + std::to_string(admin.port()) + "/nothing", false, 1h, wake);
-  missing.Start(std::chrono::steady_clock::now());
+  CatchUpAnchor missing(false, 1h, wake);
+  missing.Start(std::chrono::steady_clock::now(), status.url("/nothing"));
   ASSERT_TRUE(poll_until_answered(missing));
   EXPECT_EQ(missing.state(), CatchUpAnchor::State::kUnavailable);
   EXPECT_EQ(index.GetStats().status_unavailable, 1u);
-  CatchUpAnchor nowhere("", false, 1h, wake);
-  nowhere.Start(std::chrono::steady_clock::now());
+  CatchUpAnchor nowhere(false, 1h, wake);
+  nowhere.Start(std::chrono::steady_clock::now(), "");
   EXPECT_EQ(nowhere.state(), CatchUpAnchor::State::kUnavailable);
 }
 
@@ -283,18 +293,12 @@ TEST(CatchUpAnchor, OnlyAShortBatchBeyondTheBoundAnchors) {
 // sequence seen: one that is ahead (a batch on its way, or dropped events at
 // the tail) never ends the catch-up.
 TEST(CatchUpAnchor, TheQuietRuleWantsTwoAnswersEqualToTheLastSequence) {
-  HeldKeys held;
-  PublisherCounters counters;
-  counters.published_batches = 7;
-  counters.dropped_events = 2;
-  AdminServer admin(held, counters);
-  std::string error;
-  ASSERT_TRUE(admin.Start("127.0.0.1", 0, &error)) << error;
-  const std::string url = "http://127.0.0.1:" + std::to_string(admin.port()) + "/kv_events/status";
+  const StatusAt status(/*published_batches=*/7, /*dropped_events=*/2);
+  const std::string url = status.url();
   WakeSignal wake;
   Index index;
-  CatchUpAnchor anchor(url, false, 1ms, wake);
-  anchor.Start(std::chrono::steady_clock::now());
+  CatchUpAnchor anchor(false, 1ms, wake);
+  anchor.Start(std::chrono::steady_clock::now(), url);
   ASSERT_TRUE(WaitFor(
       [&] { return anchor.Poll(std::chrono::steady_clock::now(), true, 8, index) != CatchUpAnchor::State::kReading; }));
   // Last sequence 8 < 9: however many reads (one every ms), it waits.

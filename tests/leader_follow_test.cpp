@@ -13,6 +13,9 @@
 
 #include "feed/etcd_view.h"
 #include "common/log.h"
+#include "feed/leader_follower.h"
+#include "feed/redis_connection.h"
+#include "feed/redis_view.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "master_stand_in.h"
@@ -120,6 +123,36 @@ TEST_P(LeaderFollowTest, FollowsEveryNewLeaderAndKeepsTheLastOneWhenTheStoreFail
   EXPECT_EQ(S().leader_changes, 3u);
   reader.Stop();
   EXPECT_EQ(reader.false_hits(), 0);
+}
+
+// A view the subscriber could not follow for now (memory ran out part-way
+// through its retarget, which said kNoMemory) is offered again at the next
+// poll, and counted once followed: the follower does not take a view it
+// failed to follow for the current one (1.2 did, and stayed on the old
+// leader's socket state until the next election).
+TEST_P(LeaderFollowTest, AViewThatCouldNotBeFollowedIsOfferedAgainAtTheNextPoll) {
+  ASSERT_TRUE(store_->Elect("127.0.0.2:50051")) << store_->error();
+  std::unique_ptr<LeaderViewSource> source;  // as the subscriber makes it
+  if (store_->is_redis()) {
+    RedisAddress address;
+    std::string error;
+    ASSERT_TRUE(ParseRedisUrl(store_->subscriber_endpoint(), &address, &error)) << error;
+    source = std::make_unique<RedisViewSource>(std::move(address), GetParam().cluster_id, 2s);
+  } else {
+    source = std::make_unique<EtcdViewSource>(SplitEndpointList(store_->subscriber_endpoint()),
+                                              GetParam().cluster_id, 2000, false);
+  }
+  std::atomic<int> offers{0};
+  auto follower = std::make_unique<LeaderFollower>(nullptr, index_, std::move(source), 20, [&](const LeaderView& view) {
+    EXPECT_EQ(view.host, "127.0.0.2");
+    return offers.fetch_add(1) >= 2;  // the first two attempts fail
+  });
+  ASSERT_TRUE(WaitFor([&] { return S().leader_changes == 1; }));
+  EXPECT_EQ(offers.load(), 3);
+  // Followed: the same view is not offered again.
+  const int followed_after = offers.load();
+  EXPECT_FALSE(WaitFor([&] { return offers.load() > followed_after; }, 200ms));
+  follower.reset();
 }
 
 // A log callback may stop its own subscriber, also from a line the leader

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "feed/subscriber.h"
 #include "index/index.h"
 #include "loopback_publisher.h"
 #include "snapshot_server.h"
@@ -73,6 +74,17 @@ class Master {
   std::atomic<uint64_t> published_batches_{0};
   uint64_t event_id_ = 0;
 };
+
+// Options that follow `master` and resync from it, with the short back-off
+// and time-out a test wants.
+inline SubscriberOptions OptionsToFollow(Master& master) {
+  SubscriberOptions options;
+  options.endpoint = master.publisher().endpoint();
+  options.snapshot_url = master.snapshot().url();
+  options.resync_min_interval_ms = 20;
+  options.snapshot_timeout_ms = 5000;
+  return options;
+}
 
 // Sends empty batches until `done` holds (a resync waits for a message, and
 // a retry for one after its back-off): bounded like every wait.

@@ -32,14 +32,7 @@ using testing::Master;
 using testing::TickUntil;
 using testing::AbsentKeyReader;
 
-SubscriberOptions ResyncOptions(Master& master) {
-  SubscriberOptions options;
-  options.endpoint = master.publisher().endpoint();
-  options.snapshot_url = master.snapshot().url();
-  options.resync_min_interval_ms = 20;
-  options.snapshot_timeout_ms = 5000;
-  return options;
-}
+SubscriberOptions ResyncOptions(Master& master) { return sci::testing::OptionsToFollow(master); }
 
 std::unique_ptr<Subscriber> StartSubscriber(Index& index, const SubscriberOptions& options) {
   SubscriberError code;

@@ -22,15 +22,10 @@ bool PeekBatchEventCount(std::span<const zmq::message_t> frames, uint32_t* event
   return reader.ReadArrayHeader(&elements) && elements >= 2 && reader.Skip() && reader.ReadArrayHeader(events);
 }
 
-CatchUpAnchor::CatchUpAnchor(std::string status_url, bool proxy_from_env, Clock::duration reread, WakeSignal& wake)
-    : url_(std::move(status_url)), proxy_from_env_(proxy_from_env), reread_(reread), wake_(wake) {}
+CatchUpAnchor::CatchUpAnchor(bool proxy_from_env, Clock::duration reread, WakeSignal& wake)
+    : proxy_from_env_(proxy_from_env), reread_(reread), wake_(wake) {}
 
 CatchUpAnchor::~CatchUpAnchor() = default;
-
-void CatchUpAnchor::SetStatusUrl(std::string status_url) {
-  Stop();
-  url_ = std::move(status_url);
-}
 
 void CatchUpAnchor::Stop() {
   read_.reset();  // cancels and joins
@@ -43,8 +38,9 @@ void CatchUpAnchor::Stop() {
   detail_.clear();
 }
 
-void CatchUpAnchor::Start(Clock::time_point now) {
+void CatchUpAnchor::Start(Clock::time_point now, std::string status_url) {
   Stop();
+  url_ = std::move(status_url);
   if (url_.empty()) {
     state_ = State::kUnavailable;
     detail_ = "no status endpoint";

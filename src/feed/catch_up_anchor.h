@@ -63,14 +63,15 @@ class CatchUpAnchor {
 
   enum class State { kOff, kReading, kWaiting, kAnchored, kQuiet, kUnavailable };
 
-  // `status_url` empty: always kUnavailable. `reread`: the interval between
-  // reads while it waits (the quiet rule's "a re-read apart").
-  CatchUpAnchor(std::string status_url, bool proxy_from_env, Clock::duration reread, WakeSignal& wake);
+  // `reread`: the interval between reads while it waits (the quiet rule's
+  // "a re-read apart").
+  CatchUpAnchor(bool proxy_from_env, Clock::duration reread, WakeSignal& wake);
   ~CatchUpAnchor();
 
-  void SetStatusUrl(std::string status_url);
-  // The snapshot's last byte has been read: start (over).
-  void Start(Clock::time_point now);
+  // The snapshot's last byte has been read: start (over), reading
+  // `status_url` (empty: kUnavailable at once). The URL is taken here, not
+  // kept from a leader change, so that a change allocates nothing here.
+  void Start(Clock::time_point now, std::string status_url);
   // Back to kOff (a cancelled or finished resync).
   void Stop();
 

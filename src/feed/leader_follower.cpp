@@ -97,7 +97,10 @@ void LeaderFollower::PollOnce() {
         // The log line may have stopped the subscriber (a callback): then
         // the loop behind on_leader_ may be gone.
         if (stopping()) return;
-        on_leader_(view);
+        if (!on_leader_(view)) {
+          have_view_ = false;  // not followed: the next poll offers it again
+          return;
+        }
         // Counted once followed: when the count moves, the old leader's
         // state is already gone from the index.
         index_.counters().leader_changes.Add();

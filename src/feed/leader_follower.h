@@ -29,7 +29,9 @@ namespace sci {
 class LeaderFollower {
  public:
   // Called on the follower's thread for every new view (the first included).
-  using OnLeader = std::function<void(const LeaderView& view)>;
+  // False: the view could not be followed for now (memory ran out part-way);
+  // it is offered again at the next poll.
+  using OnLeader = std::function<bool(const LeaderView& view)>;
 
   // `index_share` keeps `index` alive for the thread (may own nothing when
   // the caller guarantees it; see Subscriber::Start).

@@ -36,7 +36,7 @@ Resync::Resync(Index& index, ResyncOptions options, WakeSignal& wake)
       options_(std::move(options)),
       wake_(wake),
       buffer_(ResyncBuffer::Limits{options_.buffer_bytes, options_.spill_bytes, options_.spill_dir}),
-      anchor_(StatusUrl(), options_.proxy_from_env,
+      anchor_(options_.proxy_from_env,
               std::max<Clock::duration>(std::chrono::milliseconds(options_.catch_up_ms), kMinStatusReread), wake) {}
 
 std::string Resync::StatusUrl() const {
@@ -93,8 +93,7 @@ void Resync::SetUrl(std::string url) {
   // A download cut short may have left part of a snapshot in the index:
   // never release that.
   if (was_active) index_.Hold();
-  options_.snapshot_url = std::move(url);
-  anchor_.SetStatusUrl(StatusUrl());
+  options_.snapshot_url = std::move(url);  // allocates nothing (a leader change relies on it)
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   live_ = false;
@@ -236,7 +235,7 @@ bool Resync::Poll(Clock::time_point now) {
     // Loaded: the events it may already reflect are still on their way.
     phase_ = Phase::kCatchingUp;
     catch_up_until_ = now + std::chrono::milliseconds(options_.catch_up_ms);
-    anchor_.Start(now);
+    anchor_.Start(now, StatusUrl());
   }
   if (phase_ == Phase::kCatchingUp) {
     const CatchUpAnchor::State before = anchor_.state();

@@ -131,6 +131,11 @@ std::unique_ptr<LeaderViewSource> MakeLeaderViewSource(const SubscriberOptions& 
                                           options.proxy_from_env);
 }
 
+// Bytes from the wire, printable in a log line.
+std::string EscapedForLogs(std::string_view bytes) {
+  return absl::CHexEscape(absl::string_view(bytes.data(), bytes.size()));
+}
+
 TailWatchOptions TailWatchOptionsOf(const SubscriberOptions& options) {
   TailWatchOptions t;
   t.status_url = options.status_url;
@@ -204,11 +209,14 @@ class Subscriber::Loop {
         index_share_, index_, MakeLeaderViewSource(options), options.etcd_poll_ms,
         [this, event_port, admin_port](const LeaderView& view) {
           std::string why;
+          const SubscriberError code =
+              Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why);
           // kIo: the subscriber is stopping; nothing to say.
-          if (Retarget(LeaderEndpoint(view.host, event_port), LeaderSnapshotUrl(view.host, admin_port), &why) ==
-              SubscriberError::kInvalidArgument) {
+          if (code == SubscriberError::kInvalidArgument) {
             Logf(LogLevel::kWarn, "leader view: cannot follow %s: %s", absl::CHexEscape(view.address), why);
           }
+          // Out of memory part-way: the follower asks again at its next poll.
+          return code != SubscriberError::kNoMemory;
         });
   }
 
@@ -350,11 +358,17 @@ class Subscriber::Loop {
                                zmq_strerror(err));
       return false;
     }
+    std::string for_logs = absl::CHexEscape(endpoint);  // before the switch: nothing allocates after it
     data_ = std::move(data);  // closes the old socket (linger 0): its queued messages go with it
     monitor_ = std::move(monitor);
-    endpoint_for_logs_ = absl::CHexEscape(endpoint);
+    endpoint_for_logs_ = std::move(for_logs);
     return true;
   }
+
+  struct PendingRetarget {
+    std::string endpoint;
+    std::string snapshot_url;
+  };
 
   // On the loop's thread: performs a retarget Retarget() handed over.
   void TakeRetarget() {
@@ -366,30 +380,65 @@ class Subscriber::Loop {
       ticket = retarget_requested_;
     }
     if (!request) return;
-    SubscriberError code = SubscriberError::kNone;
+    // Whatever happens, the caller hears of it: it waits for this ticket
+    // (1.2 left it waiting for ever when memory ran out here).
     std::string error;
-    if (OpenSocket(request->endpoint, &code, &error)) {
-      code = SubscriberError::kNone;
-      if (connected_) {
-        connected_ = false;
-        index_.counters().subscriber_connected.Set(false);
+    bool switched = false;
+    SubscriberError code = SubscriberError::kNoMemory;
+    try {
+      code = SwitchTo(*request, &error, &switched);
+    } catch (const std::bad_alloc&) {
+      // If the socket already follows the new leader, nothing of the old
+      // one may be resynced into it: no snapshot until the caller retries.
+      if (switched) {
+        resync_.SetUrl({});
+        tail_watch_.SetStatusUrl({});
       }
-      trusted_ = false;
-      stale_handled_ = false;
-      doubt_since_ = Clock::now();
-      // A new publisher is a new sequence space: what the index holds came
-      // from the old one. Clear, then resync from the new snapshot.
-      resync_.SetUrl(request->snapshot_url);
-      tail_watch_.SetSnapshotUrl(request->snapshot_url);
-      if (resync_.enabled()) {
-        resync_.Begin(doubt_since_);
-      } else {
-        index_.Clear();
-      }
-      seen_clears_ = index_.counters().clears.Get();
-      Logf(LogLevel::kInfo, "subscriber: retargeted to %s (snapshot %s)", endpoint_for_logs_,
-           request->snapshot_url.empty() ? std::string("none") : absl::CHexEscape(request->snapshot_url));
+      CompleteRetarget(ticket, SubscriberError::kNoMemory, {});
+      throw;  // the loop's recovery: the index cleared, the failure counted
     }
+    CompleteRetarget(ticket, code, std::move(error));
+  }
+
+  // Follows `request`'s publisher in place of the current one. Everything
+  // that allocates comes before the switch (*switched), so that memory
+  // running out leaves the old leader followed whole; after it nothing
+  // allocates but the log line.
+  SubscriberError SwitchTo(PendingRetarget& request, std::string* error, bool* switched) {
+    std::string status_url = tail_watch_.StatusUrlFor(request.snapshot_url);
+    const std::string snapshot_for_logs =
+        request.snapshot_url.empty() ? std::string("none") : absl::CHexEscape(request.snapshot_url);
+    SubscriberError code = SubscriberError::kNone;
+    if (!OpenSocket(request.endpoint, &code, error)) return code;
+    *switched = true;
+    if (connected_) {
+      connected_ = false;
+      index_.counters().subscriber_connected.Set(false);
+    }
+    trusted_ = false;
+    stale_handled_ = false;
+    doubt_since_ = Clock::now();
+    // A new publisher is a new sequence space: what the index holds came
+    // from the old one. Clear, then resync from the new snapshot.
+    resync_.SetUrl(std::move(request.snapshot_url));
+    tail_watch_.SetStatusUrl(std::move(status_url));
+    if (resync_.enabled()) {
+      resync_.Begin(doubt_since_);
+    } else {
+      index_.Clear();
+    }
+    seen_clears_ = index_.counters().clears.Get();
+    try {
+      Logf(LogLevel::kInfo, "subscriber: retargeted to %s (snapshot %s)", endpoint_for_logs_, snapshot_for_logs);
+    } catch (const std::bad_alloc&) {
+      // The retarget is done; only its log line is lost.
+    }
+    return SubscriberError::kNone;
+  }
+
+  // Hands a retarget's outcome to the caller waiting for `ticket`;
+  // allocates nothing (the error is moved).
+  void CompleteRetarget(uint64_t ticket, SubscriberError code, std::string error) noexcept {
     {
       std::lock_guard<std::mutex> lock(retarget_mu_);
       retarget_code_ = code;
@@ -462,14 +511,18 @@ class Subscriber::Loop {
     while (true) {
       zmq::message_t event;
       if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
-      std::string address;
+      // The endpoint frame, kept as received: an event taken off the monitor
+      // is acted on without allocating first, or it would be lost to a
+      // failed allocation (a connection never marked up, or never down).
+      zmq::message_t endpoint;
       bool more = event.more();
-      while (more) {  // the endpoint frame (and anything a future libzmq adds)
+      for (bool first = true; more; first = false) {  // (and anything a future libzmq adds)
         zmq::message_t part;
         (void)monitor_.recv(part);
-        if (address.empty()) address = part.to_string();
         more = part.more();
+        if (first) endpoint = std::move(part);
       }
+      const std::string_view address = endpoint.to_string_view();
       if (event.size() < sizeof(uint16_t)) continue;
       uint16_t id = 0;
       std::memcpy(&id, event.data(), sizeof id);  // native byte order, per zmq_socket_monitor
@@ -545,22 +598,35 @@ class Subscriber::Loop {
     index_.counters().messages_received.Add();
   }
 
-  void OnConnected(const std::string& address) {
+  void OnConnected(std::string_view address) {
     if (connected_) return;
     connected_ = true;
     index_.counters().subscriber_connected.Set(true);
     index_.counters().subscriber_connects.Add();
     // Not trusted yet: the first message on this connection must show that
     // nothing was lost while we were away.
-    Logf(LogLevel::kInfo, "subscriber %s: connected to %s", endpoint_for_logs_, absl::CHexEscape(address));
+    Logf(LogLevel::kInfo, "subscriber %s: connected to %s", endpoint_for_logs_, EscapedForLogs(address));
   }
 
-  void OnDisconnected(const std::string& address) {
+  void OnDisconnected(std::string_view address) {
     if (!connected_) return;  // a connection that never completed its handshake
     // What is queued arrived before the disconnect: apply it while the
     // connection it came on still counts, so it cannot be mistaken later for
-    // a message proving the next connection.
-    DrainData(-1);
+    // a message proving the next connection. If that fails, the connection
+    // is still marked down before the failure goes on to the loop.
+    try {
+      DrainData(-1);
+    } catch (...) {
+      MarkDisconnected();
+      throw;
+    }
+    MarkDisconnected();
+    Logf(LogLevel::kWarn, "subscriber %s: disconnected from %s; index cleared if not back within %d ms",
+         endpoint_for_logs_, EscapedForLogs(address), options_.stale_after_ms);
+  }
+
+  // Allocates nothing.
+  void MarkDisconnected() {
     resync_.OnConnectionLost();
     // A publisher restarted meanwhile could resume at our cursor + 1: the
     // next batch must show it is the same one (Index::RequireEventContinuity).
@@ -573,8 +639,6 @@ class Subscriber::Loop {
       stale_handled_ = false;
       doubt_since_ = Clock::now();
     }
-    Logf(LogLevel::kWarn, "subscriber %s: disconnected from %s; index cleared if not back within %d ms",
-         endpoint_for_logs_, absl::CHexEscape(address), options_.stale_after_ms);
   }
 
   void OnMessageApplied(Clock::time_point now) {
@@ -675,11 +739,6 @@ class Subscriber::Loop {
     (void)zmq_poll(wake, 1, kFailurePauseMs);
     return !stop_requested_.load(std::memory_order_acquire);
   }
-
-  struct PendingRetarget {
-    std::string endpoint;
-    std::string snapshot_url;
-  };
 
   // The thread's share of the index (empty when the caller keeps it alive),
   // so that a thread stopped from its own callback can finish its step.

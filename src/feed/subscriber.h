@@ -120,7 +120,9 @@ struct SubscriberOptions {
 // Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> SplitEndpointList(std::string_view list);
 
-enum class SubscriberError : int32_t { kNone = 0, kInvalidArgument, kIo };
+// kNoMemory: the subscriber could not do what was asked for want of memory
+// (its index is cleared); asking again may succeed.
+enum class SubscriberError : int32_t { kNone = 0, kInvalidArgument, kIo, kNoMemory };
 
 class Subscriber {
  public:

@@ -31,12 +31,16 @@ TailWatch::TailWatch(TailWatchOptions options, std::string snapshot_url, WakeSig
 
 TailWatch::~TailWatch() = default;
 
-void TailWatch::SetSnapshotUrl(std::string snapshot_url) {
+std::string TailWatch::StatusUrlFor(const std::string& snapshot_url) const {
+  return options_.status_url.empty() ? StatusUrlBeside(snapshot_url) : options_.status_url;
+}
+
+void TailWatch::SetStatusUrl(std::string status_url) {
   request_.reset();
   suspect_.reset();
   consecutive_failures_ = 0;
   next_read_ = {};
-  url_ = options_.status_url.empty() ? StatusUrlBeside(snapshot_url) : options_.status_url;
+  url_ = std::move(status_url);
 }
 
 TailWatch::Clock::duration TailWatch::Grace() const {

@@ -44,7 +44,12 @@ class TailWatch {
 
   // A new leader: its snapshot URL (the status endpoint is beside it unless
   // one was given). Forgets what was suspected of the old stream.
-  void SetSnapshotUrl(std::string snapshot_url);
+  void SetSnapshotUrl(std::string snapshot_url) { SetStatusUrl(StatusUrlFor(snapshot_url)); }
+  // The same in two steps, so that a leader change can allocate before it
+  // changes anything: where the status is read for that snapshot URL, then
+  // the switch (allocates nothing).
+  std::string StatusUrlFor(const std::string& snapshot_url) const;
+  void SetStatusUrl(std::string status_url);
 
   // On every wake-up of the loop. `watching`: connected, the stream trusted,
   // no resync under way, a cursor set. True when a loss at the tail is
