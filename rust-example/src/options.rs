@@ -90,7 +90,9 @@ impl SubscriberOptions {
 
     /// The master's `GET /kv_events/status` (added in 1.3), read while the
     /// stream is connected and quiet to find a loss at its tail (the index
-    /// is cleared, `tail_losses`). Unset: beside the snapshot URL, or the
+    /// is cleared, `tail_losses`), and after each resync's snapshot to end
+    /// its catch-up where the publisher's queue has caught up
+    /// (`resyncs_anchored`). Unset: beside the snapshot URL, or the
     /// leader's with HA following.
     pub fn status_url(mut self, url: impl Into<String>) -> Self {
         self.status_url = url.into();
@@ -98,7 +100,8 @@ impl SubscriberOptions {
     }
 
     /// How often a quiet stream's status is read (zero = 1 s); `None`:
-    /// never (added in 1.3).
+    /// never, not even for a resync's catch-up, which then ends on its
+    /// 100 ms timer (`resyncs_timed`) (added in 1.3).
     pub fn status_poll(mut self, interval: Option<Duration>) -> Self {
         self.status_poll_ms = match interval {
             Some(interval) => millis(interval),
