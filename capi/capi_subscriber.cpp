@@ -115,7 +115,8 @@ sci_status sci_subscriber_retarget(sci_subscriber* sub, sci_str endpoint, sci_st
       return Failf(SCI_ERR_INVALID_ARGUMENT, "sci_subscriber_retarget: %s", error);
     }
     if (code == sci::SubscriberError::kNoMemory) {
-      return Fail(SCI_ERR_NO_MEMORY, "sci_subscriber_retarget: out of memory part-way; the index is cleared, call again");
+      return Fail(SCI_ERR_NO_MEMORY,
+                  "sci_subscriber_retarget: out of memory part-way; the index is cleared, call again");
     }
     if (code != sci::SubscriberError::kNone) return Failf(SCI_ERR_IO, "sci_subscriber_retarget: %s", error);
     return SCI_OK;

@@ -87,8 +87,8 @@ void PublisherQueue::Work() {
     taken += n;
     if (drain_rate_ > 0) {
       // The next batch is taken when the events before it fit the rate.
-      std::this_thread::sleep_until(started + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(static_cast<double>(taken) / drain_rate_)));
+      const std::chrono::duration<double> due(static_cast<double>(taken) / drain_rate_);
+      std::this_thread::sleep_until(started + std::chrono::duration_cast<Clock::duration>(due));
     }
     lock.lock();
     busy_ = false;
