@@ -315,8 +315,10 @@ TEST(CatchUpAnchor, TheQuietRuleWantsTwoAnswersEqualToTheLastSequence) {
 // The event count is read from the payload without decoding the events.
 TEST(CatchUpAnchor, TheBatchSizeIsPeekedFromTheRealEncoding) {
   for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}}) {
+    std::vector<std::string> keys;  // the events view them
+    for (size_t i = 0; i < n; ++i) keys.push_back("k" + std::to_string(i));
     std::vector<MooncakeEvent> events;
-    for (size_t i = 0; i < n; ++i) events.push_back(sci::testing::StoredEvent(i + 1, "k" + std::to_string(i)));
+    for (size_t i = 0; i < n; ++i) events.push_back(sci::testing::StoredEvent(i + 1, keys[i]));
     std::string payload;
     EncodeMooncakePayload(1700000000000, events, &payload);
     const std::array<uint8_t, 8> sequence = EncodeSequence(5);

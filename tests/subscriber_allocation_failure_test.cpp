@@ -371,7 +371,17 @@ struct RetargetRun {
   int retries = 0;        // retargets that failed for want of memory
   int false_hits = 0;
   bool b_state = false, connected = false;
+  const char* stuck = "";  // the step that did not happen, if any
+  Stats stats;              // at the end, or where it got stuck
 };
+
+std::string Describe(const RetargetRun& run) {
+  return std::string(run.stuck) + "; " + std::to_string(run.retries) + " retargets retried; resyncing " +
+         std::to_string(run.stats.resyncing) + ", resyncs " + std::to_string(run.stats.resyncs) + ", failures " +
+         std::to_string(run.stats.resync_failures) + ", subscriber_failures " +
+         std::to_string(run.stats.subscriber_failures) + ", connected " +
+         std::to_string(run.stats.subscriber_connected) + ", messages " + std::to_string(run.stats.messages_received);
+}
 
 RetargetRun RunRetarget(long fail_at) {
   g_subscriber_thread.store(std::thread::id{});
@@ -404,7 +414,11 @@ RetargetRun RunRetarget(long fail_at) {
     return run;
   }
   AbsentKeyReader reader(index, {"a-only"});
-  if (!b.publisher().AwaitSubscription()) return run;
+  if (!b.publisher().AwaitSubscription()) {
+    run.stuck = "B saw no subscription";
+    run.stats = index.GetStats();
+    return run;
+  }
   run.followed = TickUntil(b, [&] {
     const Stats stats = index.GetStats();
     return !stats.resyncing && index.Contains({}, "b-only");
@@ -413,6 +427,10 @@ RetargetRun RunRetarget(long fail_at) {
   g_fail_remaining.store(0);
   g_pass_before_failing.store(0);
   b.Store("b-live");  // the stream goes on
+  if (!run.followed) {
+    run.stuck = "B's state was not served";
+    run.stats = index.GetStats();
+  }
   run.followed = run.followed && WaitFor([&] { return index.Contains({}, "b-live"); });
   reader.Stop();
   run.false_hits = reader.false_hits();
@@ -436,7 +454,7 @@ TEST_F(SubscriberAllocationFailure, EveryAllocationOfALeaderChangeMayFail) {
     retried_runs += run.retries > 0 ? 1 : 0;
     SCOPED_TRACE("allocation " + std::to_string(k) + " of " + std::to_string(allocations));
     EXPECT_EQ(run.false_hits, 0) << "the old leader's key answered hit";
-    EXPECT_TRUE(run.followed) << "the subscriber did not come to the new leader's state";
+    EXPECT_TRUE(run.followed) << "the subscriber did not come to the new leader's state: " << Describe(run);
     EXPECT_TRUE(run.b_state);
     EXPECT_TRUE(run.connected);
     if (HasFailure()) return;

@@ -334,6 +334,11 @@ class Subscriber::Loop {
   // Opens a new SUB socket (and its monitor) connected to `endpoint`, in
   // place of the current one. On failure the current one stays.
   bool OpenSocket(const std::string& endpoint, SubscriberError* code, std::string* error) {
+    // Everything the switch needs is made before any socket: memory running
+    // out never strands a socket connected and then thrown away (a retry's
+    // connection to the same publisher was seen not to complete after one).
+    std::string for_logs = absl::CHexEscape(endpoint);
+    const std::string monitor_endpoint = sci::StrFormat(kMonitorEndpointFormat, sockets_opened_ + 1);
     zmq::socket_t data(context_, zmq::socket_type::sub);
     zmq::socket_t monitor(context_, zmq::socket_type::pair);
     const int heartbeat_ms = HeartbeatIntervalMs(options_.stale_after_ms);
@@ -347,7 +352,7 @@ class Subscriber::Loop {
     data.set(zmq::sockopt::subscribe, options_.topic);
     // The monitor must exist before the connect, or the first handshake
     // could go unseen.
-    const std::string monitor_endpoint = sci::StrFormat(kMonitorEndpointFormat, ++sockets_opened_);
+    ++sockets_opened_;
     if (zmq_socket_monitor(data.handle(), monitor_endpoint.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect(monitor_endpoint);
@@ -358,7 +363,6 @@ class Subscriber::Loop {
                                zmq_strerror(err));
       return false;
     }
-    std::string for_logs = absl::CHexEscape(endpoint);  // before the switch: nothing allocates after it
     data_ = std::move(data);  // closes the old socket (linger 0): its queued messages go with it
     monitor_ = std::move(monitor);
     endpoint_for_logs_ = std::move(for_logs);
