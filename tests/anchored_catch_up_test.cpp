@@ -96,16 +96,23 @@ class LaggingMaster {
   std::unique_ptr<PublisherQueue> queue_;
 };
 
+// A subscriber following `master` (its status at `status_url`; empty:
+// beside the snapshot URL, as a master serves it), subscribed, the master's
+// socket then handed to its queue. Null, with a failure recorded, otherwise.
 std::unique_ptr<Subscriber> Follow(Index& index, LaggingMaster& master, const std::string& status_url = {}) {
   SubscriberOptions options;
   options.endpoint = master.endpoint();
   options.snapshot_url = master.snapshot_url();
-  options.status_url = status_url;  // empty: beside the snapshot URL, as a master serves it
+  options.status_url = status_url;
   options.resync_min_interval_ms = 20;
   SubscriberError code = SubscriberError::kNone;
   std::string error;
   auto subscriber = Subscriber::Start(index, options, &code, &error);
   EXPECT_NE(subscriber, nullptr) << error;
+  if (subscriber == nullptr || !master.AwaitSubscriberThenOpenQueue()) {
+    ADD_FAILURE() << "the master saw no subscription";
+    return nullptr;
+  }
   return subscriber;
 }
 
@@ -129,7 +136,6 @@ TEST(AnchoredCatchUp, AQuietMastersResyncEndsOnTwoReadsThatAgree) {
   Index index;
   auto subscriber = Follow(index, master);
   ASSERT_NE(subscriber, nullptr);
-  ASSERT_TRUE(master.AwaitSubscriberThenOpenQueue());
   master.Store("first");  // proves the subscription: the download starts
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }, 10s));
   const Stats s = index.GetStats();
@@ -149,7 +155,6 @@ TEST(AnchoredCatchUp, ABusyMastersResyncEndsAtTheFirstShortBatchBeyondTheBound) 
   Index index;
   auto subscriber = Follow(index, master);
   ASSERT_NE(subscriber, nullptr);
-  ASSERT_TRUE(master.AwaitSubscriberThenOpenQueue());
   int live = 0;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -175,7 +180,6 @@ TEST(AnchoredCatchUp, AStoredThenRemovedKeyLaggingTheSnapshotBySecondsNeverShows
   Index index;
   auto subscriber = Follow(index, master);
   ASSERT_NE(subscriber, nullptr);
-  ASSERT_TRUE(master.AwaitSubscriberThenOpenQueue());
   master.Store("first");
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }, 10s));
 
@@ -209,7 +213,6 @@ TEST(AnchoredCatchUp, WithoutTheStatusEndpointTheTimerRunsAndALaggingQueueShowsT
   Index index;
   auto subscriber = Follow(index, master, master.admin_url() + "/no_status_here");
   ASSERT_NE(subscriber, nullptr);
-  ASSERT_TRUE(master.AwaitSubscriberThenOpenQueue());
   master.Store("first");
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }, 10s));
   EXPECT_EQ(index.GetStats().resyncs_timed, 1u);

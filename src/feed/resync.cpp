@@ -41,7 +41,7 @@ Resync::Resync(Index& index, ResyncOptions options, WakeSignal& wake)
 
 std::string Resync::StatusUrl() const {
   if (!options_.read_status) return {};
-  return options_.status_url.empty() ? StatusUrlBeside(options_.snapshot_url) : options_.status_url;
+  return ResolveStatusUrl(options_.status_url, options_.snapshot_url);
 }
 
 Resync::~Resync() {

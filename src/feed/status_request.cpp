@@ -51,6 +51,10 @@ std::string StatusUrlBeside(std::string_view snapshot_url) {
   return std::string(snapshot_url.substr(0, path)) + "/kv_events/status";
 }
 
+std::string ResolveStatusUrl(std::string_view configured, std::string_view snapshot_url) {
+  return configured.empty() ? StatusUrlBeside(snapshot_url) : std::string(configured);
+}
+
 StatusRequest::StatusRequest(HttpRequest request, WakeSignal& done)
     : thread_([this, request = std::move(request), &done] { Run(request, done); }) {}
 

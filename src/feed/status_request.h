@@ -34,6 +34,9 @@ bool ParsePublisherStatus(std::string_view body, PublisherStatus* status, std::s
 // `snapshot_url` is empty.
 std::string StatusUrlBeside(std::string_view snapshot_url);
 
+// Where the status is read: `configured` if set, else beside the snapshot.
+std::string ResolveStatusUrl(std::string_view configured, std::string_view snapshot_url);
+
 class StatusRequest {
  public:
   // Starts the request and notifies `done` when it has finished.

@@ -32,7 +32,7 @@ TailWatch::TailWatch(TailWatchOptions options, std::string snapshot_url, WakeSig
 TailWatch::~TailWatch() = default;
 
 std::string TailWatch::StatusUrlFor(const std::string& snapshot_url) const {
-  return options_.status_url.empty() ? StatusUrlBeside(snapshot_url) : options_.status_url;
+  return ResolveStatusUrl(options_.status_url, snapshot_url);
 }
 
 void TailWatch::SetStatusUrl(std::string status_url) {
