@@ -62,6 +62,9 @@ void BM_LiveIngest(benchmark::State& state, uint64_t prompts, int sndhwm) {
     Index index(SGLangIndexOptions());
     SubscriberOptions options;
     options.endpoint = JsonString(line, "listening");
+    // sci-publish exits once it has published: its disconnect must not
+    // clear what was measured (the default policy would).
+    options.reconnect_policy = ReconnectPolicy::kTrustEventIds;
     SubscriberError code = SubscriberError::kNone;
     std::string error;
     auto subscriber = Subscriber::Start(index, options, &code, &error);

@@ -43,7 +43,10 @@ struct ProductionStream {
         for (size_t i = 0; i < kStreamBatch; ++i) {
           const size_t k = chunk * kStreamBatch + i;
           MooncakeEvent& e = events[i];
-          e.event_id = event_id++;
+          // The stream is replayed in cycles: its first event carries no
+          // id (0, no publisher's number), so that the wrap from the last
+          // id back to the first is not read as a restart (Index::ApplyBatch).
+          e.event_id = stored && k == 0 ? 0 : event_id++;
           e.stored = stored;
           e.object_key = keys[k];
           e.group_id = groups[k];

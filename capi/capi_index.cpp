@@ -96,6 +96,11 @@ void sci_index_clear(sci_index* index) {
   sci::capi::GuardVoid("sci_index_clear", [&] { index->impl.Clear(); });
 }
 
+void sci_index_note_reconnect(sci_index* index) {
+  if (index == nullptr) return;
+  sci::capi::GuardVoid("sci_index_note_reconnect", [&] { index->impl.RequireEventContinuity(); });
+}
+
 sci_status sci_index_apply_events(sci_index* index, uint64_t sequence, const sci_event* events, size_t n_events) {
   return Guard("sci_index_apply_events", [&] {
     if (index == nullptr) return Fail(SCI_ERR_INVALID_ARGUMENT, "sci_index_apply_events: index is NULL");

@@ -73,6 +73,20 @@ sci_status sci_subscriber_start(sci_index* index, const sci_subscriber_options* 
     if (SCI_HAS(event_port)) options.event_port = opts->event_port;
     if (SCI_HAS(admin_port) && opts->admin_port != 0) options.admin_port = opts->admin_port;
     if (SCI_HAS(status_poll_ms) && opts->status_poll_ms != 0) options.status_poll_ms = opts->status_poll_ms;
+    // 1.3.0: a caller compiled before it gets the new defaults (a real
+    // disconnect resyncs; the catch-up's withholding bounded at 30 s).
+    if (SCI_HAS(reconnect_policy)) {
+      if (opts->reconnect_policy != SCI_RECONNECT_RESYNC && opts->reconnect_policy != SCI_RECONNECT_EVENT_IDS) {
+        return Failf(SCI_ERR_INVALID_ARGUMENT,
+                     "sci_subscriber_start: opts->reconnect_policy %u is neither SCI_RECONNECT_RESYNC (0) nor "
+                     "SCI_RECONNECT_EVENT_IDS (1)",
+                     opts->reconnect_policy);
+      }
+      options.reconnect_policy = static_cast<sci::ReconnectPolicy>(opts->reconnect_policy);
+    }
+    if (SCI_HAS(resync_catch_up_max_ms) && opts->resync_catch_up_max_ms != 0) {
+      options.resync_catch_up_max_ms = opts->resync_catch_up_max_ms;
+    }
 #undef SCI_HAS
 
     if (index->core->has_subscriber.exchange(true)) {

@@ -149,6 +149,20 @@ void sci_index_free(sci_index *index);
  * accepted at any sequence). Counts one clear. NULL is a no-op. */
 void sci_index_clear(sci_index *index);
 
+/* 1.3.0. For a caller that feeds sci_index_apply_message from its own
+ * socket: that socket lost its connection (and may have reconnected). A
+ * publisher that restarted meanwhile can resume at the cursor + 1, so the
+ * next batch with events that continues the sequence must show the same
+ * publisher: its first event id continues the last one applied; a batch
+ * without event ids, or after one, cannot show it. Otherwise the index is
+ * cleared (restarts_suspected) and that batch begins a run. (The ids of
+ * every batch that continues the sequence are checked in any case; this
+ * adds the batches that carry none.) A restart whose sequence and event
+ * ids both continue is invisible on the wire: a caller who cannot rule one
+ * out should clear instead (sci_index_clear), as the library's own
+ * subscriber does by default (reconnect_policy). NULL is a no-op. */
+void sci_index_note_reconnect(sci_index *index);
+
 typedef int32_t sci_event_kind;
 #define SCI_EVENT_STORED 1      /* object_key is now stored */
 #define SCI_EVENT_REMOVED 2     /* object_key is gone (on whatever medium) */
@@ -515,7 +529,20 @@ typedef struct sci_subscriber_options {
                                  timer, resyncs_timed) */
     uint32_t status_poll_ms;  /* how often a connected, quiet subscriber reads it; 0 = 1000 ms;
                                  UINT32_MAX = never (no tail watch, every catch-up timed) */
+
+    /* ---- 1.3.0 (read only when struct_size covers them; older callers get the defaults) ---- */
+    uint32_t reconnect_policy; /* what a real disconnect does (see "Reconnects" below):
+                                  SCI_RECONNECT_RESYNC (0, the default): the index is cleared, the
+                                  receive queue dropped (a new socket) and a resync started
+                                  (disconnect_clears); SCI_RECONNECT_EVENT_IDS: 1.3's rule, the state is
+                                  kept if the next batch continues the sequence and the event ids.
+                                  Any other value: SCI_ERR_INVALID_ARGUMENT */
+    uint32_t resync_catch_up_max_ms; /* a resync released before its catch-up is anchored withholds stored
+                                        events until the anchor, at most this long after its snapshot
+                                        while batches flow (catch_ups_unanchored); 0 = 30000 */
 } sci_subscriber_options;
+#define SCI_RECONNECT_RESYNC 0
+#define SCI_RECONNECT_EVENT_IDS 1
 #define SCI_SUBSCRIBER_OPTIONS_INIT SCI_STRUCT_INIT_(sci_subscriber_options)
 
 /* Starts a background thread that connects a ZeroMQ SUB socket to
@@ -707,6 +734,15 @@ typedef struct sci_stats {
     uint64_t keys_tier1;
     uint64_t keys_tier2;
     uint64_t keys_tier3;
+    /* ---- 1.3.0 (written only when struct_size covers them) ---- */
+    uint64_t status_refused; /* publisher status answers refused: a bound below a sequence the stream had
+                                shown (another master's, or counters reset), or values out of range */
+    uint64_t resyncs_withholding; /* resyncs released before their catch-up was anchored (a quiet master,
+                                     or the hold's 1 s limit): stored events are withheld until the anchor */
+    uint64_t catch_ups_unanchored; /* catch-ups that met no anchor within resync_catch_up_max_ms while
+                                      batches flowed: stored events applied again without it (warned once) */
+    uint64_t disconnect_clears; /* disconnects that cleared the index because a restart behind them could
+                                   not be ruled out (reconnect_policy SCI_RECONNECT_RESYNC) */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

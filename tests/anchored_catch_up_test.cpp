@@ -19,6 +19,7 @@
 #include "admin_server.h"
 #include "batch_publisher.h"
 #include "encode/mooncake_encoder.h"
+#include "feed/batch_peek.h"
 #include "feed/catch_up_anchor.h"
 #include "feed/subscriber.h"
 #include "feed/wake_signal.h"
@@ -128,9 +129,14 @@ void StoreAndRemoveBehindALag(LaggingMaster& master, const std::string& key, int
 }
 
 // Start-up on a quiet master: no batch will come after the snapshot, and
-// two reads a re-read apart that account for every sequence seen end the
-// catch-up (the quiet rule), counted as anchored.
-TEST(AnchoredCatchUp, AQuietMastersResyncEndsOnTwoReadsThatAgree) {
+// two reads a re-read apart that account for every sequence seen show it
+// quiet (the quiet rule). That cannot tell a quiet master from a worker
+// stalled while it holds a batch taken before the snapshot (1.3.0, finding
+// 5): so the index serves, but withholds stored events until the anchor --
+// the first batch beyond the bound with fewer than 64 events. The first
+// batch after the quiet spell has the bound's own sequence (it may be the
+// batch a stalled worker held): its stores are withheld. The next anchors.
+TEST(AnchoredCatchUp, AQuietMastersResyncServesAtOnceAndWithholdsStoresUntilTheAnchor) {
   testing::LogCapture log;
   LaggingMaster master(/*depth=*/65536, /*drain_rate=*/0);
   Index index;
@@ -139,11 +145,23 @@ TEST(AnchoredCatchUp, AQuietMastersResyncEndsOnTwoReadsThatAgree) {
   master.Store("first");  // proves the subscription: the download starts
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 1; }, 10s));
   const Stats s = index.GetStats();
-  EXPECT_EQ(s.resyncs_anchored, 1u);
+  EXPECT_EQ(s.resyncs_withholding, 1u);
+  EXPECT_EQ(s.resyncs_anchored, 0u);
   EXPECT_EQ(s.resyncs_timed, 0u);
-  EXPECT_TRUE(index.Contains({}, "first"));
+  EXPECT_TRUE(index.Contains({}, "first"));  // from the snapshot
   EXPECT_EQ(log.Count(LogLevel::kInfo, "anchored on a quiet master"), 1u);
-  EXPECT_EQ(log.Count(LogLevel::kInfo, "anchored at batch"), 0u);
+  EXPECT_EQ(log.Count(LogLevel::kInfo, "stored events withheld until a batch beyond 2"), 1u);
+
+  master.Store("second");  // batch 2: the bound itself, withheld
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 2; }, 10s));
+  EXPECT_FALSE(index.Contains({}, "second"));
+  master.Store("third");  // batch 3, one event: the anchor, applied whole
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 3; }, 10s));
+  EXPECT_TRUE(index.Contains({}, "third"));
+  EXPECT_EQ(log.Count(LogLevel::kInfo, "catch-up anchored at batch 3 (beyond 2); stored events applied again"), 1u);
+  master.Store("fourth");
+  ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "fourth"); }, 10s));
+  EXPECT_EQ(index.GetStats().catch_ups_unanchored, 0u);
 }
 
 // A master that never goes quiet (live traffic, one event a batch): only a
@@ -187,7 +205,9 @@ TEST(AnchoredCatchUp, AStoredThenRemovedKeyLaggingTheSnapshotBySecondsNeverShows
   StoreAndRemoveBehindALag(master, "lagging", /*ahead=*/2000, /*between=*/1000);
   index.Clear();  // an operator's clear, or a gap: the resync starts now, the queue 1.6 s long
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().resyncs == 2; }, 30s));
-  EXPECT_EQ(index.GetStats().resyncs_anchored, 2u);
+  // The start-up's on a quiet master (withholding), this one's anchored.
+  EXPECT_EQ(index.GetStats().resyncs_withholding, 1u);
+  EXPECT_EQ(index.GetStats().resyncs_anchored, 1u);
   EXPECT_EQ(index.GetStats().resyncs_timed, 0u);
   // By the batch that emptied the queue, not by the quiet rule: the second
   // resync ended while the stream still flowed.
@@ -313,6 +333,71 @@ TEST(CatchUpAnchor, TheQuietRuleWantsTwoAnswersEqualToTheLastSequence) {
   ASSERT_TRUE(WaitFor(
       [&] { return anchor.Poll(std::chrono::steady_clock::now(), true, 9, index) == CatchUpAnchor::State::kQuiet; }));
   EXPECT_NE(anchor.detail().find("quiet master"), std::string::npos) << anchor.detail();
+}
+
+// 1.3.0, finding 4: a status whose bound is below a batch the stream showed
+// before the read (a restarted master's reset counters, another master's)
+// cannot bound this stream: 1.3 anchored on it at once, with a removed key
+// answered present for seconds. It is refused (status_refused) and the
+// catch-up falls back to the timer; one that accounts for the stream is
+// taken.
+TEST(CatchUpAnchor, ABoundBelowWhatTheStreamShowedIsRefused) {
+  const StatusAt reset(/*published_batches=*/3, /*dropped_events=*/0);  // bound 4
+  WakeSignal wake;
+  Index index;
+  CatchUpAnchor anchor(false, 1h, wake);
+  anchor.Start(std::chrono::steady_clock::now(), reset.url());
+  ASSERT_TRUE(WaitFor([&] {
+    return anchor.Poll(std::chrono::steady_clock::now(), true, 40, index) != CatchUpAnchor::State::kReading;
+  }));
+  EXPECT_EQ(anchor.state(), CatchUpAnchor::State::kUnavailable);
+  EXPECT_FALSE(anchor.bound_known());
+  EXPECT_EQ(index.GetStats().status_refused, 1u);
+  EXPECT_NE(anchor.detail().find("is below batch 40"), std::string::npos) << anchor.detail();
+  anchor.OnBatch(41, 1);  // would have anchored on the refused bound
+  EXPECT_FALSE(anchor.ended());
+
+  // The bound may equal the last batch shown + 1 (a batch counted after its
+  // send returned): that is this stream's.
+  const StatusAt same(/*published_batches=*/38, /*dropped_events=*/1);  // bound 40
+  CatchUpAnchor taken(false, 1h, wake);
+  taken.Start(std::chrono::steady_clock::now(), same.url());
+  ASSERT_TRUE(WaitFor([&] {
+    return taken.Poll(std::chrono::steady_clock::now(), true, 40, index) != CatchUpAnchor::State::kReading;
+  }));
+  EXPECT_EQ(taken.state(), CatchUpAnchor::State::kWaiting);
+  EXPECT_EQ(taken.bound(), 40u);
+  EXPECT_EQ(index.GetStats().status_refused, 1u);
+}
+
+// The event ids a batch begins and ends with, peeked from the real encoding
+// without decoding it: what the resync's buffer checks for a restart.
+TEST(BatchPeek, ReadsTheEventIdsOfTheRealEncoding) {
+  const auto frames_of = [](const std::vector<MooncakeEvent>& events) {
+    std::string payload;
+    EncodeMooncakePayload(1700000000000, events, &payload);
+    const std::array<uint8_t, 8> sequence = EncodeSequence(9);
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back();
+    frames.emplace_back(sequence.data(), sequence.size());
+    frames.emplace_back(payload.data(), payload.size());
+    return frames;
+  };
+  const std::string a = "a", b = "b", c = "c";
+  BatchPeek peek = PeekBatch(frames_of({sci::testing::StoredEvent(41, a), sci::testing::RemovedEvent(42, b),
+                                        sci::testing::StoredEvent(43, c)}));
+  EXPECT_TRUE(peek.has_sequence);
+  EXPECT_EQ(peek.sequence, 9u);
+  EXPECT_EQ(peek.events, 3u);
+  EXPECT_TRUE(peek.ids_known);
+  EXPECT_EQ(peek.first_id, 41u);
+  EXPECT_EQ(peek.last_id, 43u);
+  // An event without a number (nil, or 0: no publisher's) leaves the ids unknown.
+  MooncakeEvent nil = sci::testing::StoredEvent(7, b);
+  nil.event_id_nil = true;
+  EXPECT_FALSE(PeekBatch(frames_of({sci::testing::StoredEvent(6, a), nil})).ids_known);
+  EXPECT_FALSE(PeekBatch(frames_of({sci::testing::StoredEvent(0, a)})).ids_known);
+  EXPECT_FALSE(PeekBatch(frames_of({})).ids_known);
 }
 
 // The event count is read from the payload without decoding the events.

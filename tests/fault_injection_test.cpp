@@ -175,8 +175,19 @@ std::string Payload(std::span<const MooncakeEvent> events) {
   return payload;
 }
 
+// The same payload without event ids (0: no publisher's number), for a
+// test that sends one payload many times: a real publisher's ids would run
+// on from batch to batch, which one encoding cannot.
+std::string UnnumberedPayload(std::span<const MooncakeEvent> events) {
+  std::vector<MooncakeEvent> unnumbered(events.begin(), events.end());
+  for (MooncakeEvent& event : unnumbered) event.event_id = 0;
+  return Payload(unnumbered);
+}
+
 class FaultInjection : public ::testing::Test {
  protected:
+  ReconnectPolicy reconnect_policy_ = ReconnectPolicy::kResync;
+
   std::unique_ptr<Subscriber> StartSubscriber(const std::string& endpoint, int receive_hwm,
                                               Index* index = nullptr) {
     SubscriberOptions options;
@@ -185,6 +196,7 @@ class FaultInjection : public ::testing::Test {
     options.reconnect_max_ms = 100;
     options.stale_after_ms = 60000;  // staleness is subscriber_test's subject, not this one's
     options.receive_hwm = receive_hwm;
+    options.reconnect_policy = reconnect_policy_;
     SubscriberError code = SubscriberError::kNone;
     std::string error;
     std::unique_ptr<Subscriber> subscriber = Subscriber::Start(index != nullptr ? *index : index_, options, &code, &error);
@@ -207,7 +219,10 @@ class FaultInjection : public ::testing::Test {
 // ---- publisher killed and restarted ----
 
 TEST_F(FaultInjection, RestartedPublisherClearsTheIndexThenItsNewStreamIsFollowed) {
+  // The gap each restart shows (1.3's rule); by default each disconnect clears first (subscriber_test).
+  reconnect_policy_ = ReconnectPolicy::kTrustEventIds;
   LoopbackPublisher first(kAnyLoopbackTcpPort);
+  first.NumberEventsFrom(1);
   const std::string endpoint = first.endpoint();  // the restarted publishers bind the same port
   auto subscriber = StartSubscriber(endpoint);
   ASSERT_TRUE(first.AwaitSubscription());
@@ -227,6 +242,7 @@ TEST_F(FaultInjection, RestartedPublisherClearsTheIndexThenItsNewStreamIsFollowe
   std::vector<std::string> keys_of_life;
   for (int life = 1; life <= 3; ++life) {
     LoopbackPublisher restarted(endpoint);
+    restarted.NumberEventsFrom(1);  // a restarted publisher counts from 1 again
     ASSERT_TRUE(restarted.AwaitSubscription()) << "life " << life;
     keys_of_life.clear();
     const uint64_t batches = static_cast<uint64_t>(5 - life);
@@ -256,7 +272,7 @@ TEST_F(FaultInjection, OverrunReceiveQueueShowsAsAGapAndNeverLeavesARemovedPageH
 
   const RequestPages pages(1, 8);
   uint64_t sequence = 1;
-  publisher.Send(sequence, Payload(pages.Events(/*stored=*/true)));
+  publisher.Send(sequence, UnnumberedPayload(pages.Events(/*stored=*/true)));
   ASSERT_TRUE(AwaitLastSequence(sequence));
   ASSERT_EQ(pages.Hits(index_), pages.pages());
 
@@ -269,8 +285,8 @@ TEST_F(FaultInjection, OverrunReceiveQueueShowsAsAGapAndNeverLeavesARemovedPageH
   for (int i = 0; i < 64; ++i) filler_keys.push_back("filler-" + std::to_string(i));
   std::vector<MooncakeEvent> filler_events;
   for (const std::string& key : filler_keys) filler_events.push_back(StoredEvent(filler_events.size() + 1, key));
-  const std::string filler = Payload(filler_events);
-  const std::string removal = Payload(pages.Events(/*stored=*/false));
+  const std::string filler = UnnumberedPayload(filler_events);
+  const std::string removal = UnnumberedPayload(pages.Events(/*stored=*/false));
   bool removal_sent = false;
   for (int round = 0; round < 40 && stats().sequence_gaps == 0; ++round) {
     for (int i = 0; i < 4000; ++i) {
@@ -289,7 +305,7 @@ TEST_F(FaultInjection, OverrunReceiveQueueShowsAsAGapAndNeverLeavesARemovedPageH
   // until the subscriber has applied one of them whole (the first after a
   // gap begins a run, and its store is withheld).
   const MooncakeEvent sync_event[] = {StoredEvent(1, "sync")};
-  const std::string sync = Payload(sync_event);
+  const std::string sync = UnnumberedPayload(sync_event);
   bool caught_up = false;
   for (int attempt = 0; attempt < 600 && !caught_up; ++attempt) {
     publisher.Send(++sequence, sync);
@@ -314,6 +330,7 @@ TEST_F(FaultInjection, OverrunReceiveQueueShowsAsAGapAndNeverLeavesARemovedPageH
 
 TEST_F(FaultInjection, SubscriberStoppedAndStartedRepeatedlyKeepsStateAndLeaksNothing) {
   LoopbackPublisher publisher(kAnyLoopbackTcpPort);
+  publisher.NumberEventsFrom(1);
   const RequestPages pages(1, 4);
   uint64_t sequence = 0;
   size_t fds_before = 0, rss_before = 0;
@@ -420,7 +437,7 @@ TEST_F(FaultInjection, TenThousandMalformedMessagesInARowAreCountedAndChangeNoth
       if (i + 1 == kWarmup) rss_before = ResidentBytes();
     }
   }
-  const MooncakeEvent after[] = {StoredEvent(1, "after")};
+  const MooncakeEvent after[] = {StoredEvent(pages.Events(/*stored=*/true).size() + 1, "after")};
   publisher.SendBatch(2, after);
   ASSERT_TRUE(AwaitLastSequence(2));
 
@@ -445,6 +462,7 @@ TEST_F(FaultInjection, TenThousandMalformedMessagesInARowAreCountedAndChangeNoth
 TEST_F(FaultInjection, FullIndexKeepsServingRefusesWhatDoesNotFitAndNeverWipes) {
   Index small(IndexOptions{.max_entries = 40});
   LoopbackPublisher publisher(kAnyLoopbackTcpPort);
+  publisher.NumberEventsFrom(1);
   auto subscriber = StartSubscriber(publisher.endpoint(), SubscriberOptions::kDefaultReceiveHwm, &small);
   ASSERT_TRUE(publisher.AwaitSubscription());
 

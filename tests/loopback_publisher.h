@@ -19,6 +19,7 @@
 #include <mutex>
 #include <span>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -107,8 +108,20 @@ class LoopbackPublisher {
   // One production-format message: [topic, sequence, payload].
   void SendBatch(uint64_t sequence, std::span<const MooncakeEvent> events, std::string_view topic = {},
                  int64_t timestamp_ms = 1700000000000) {
-    SendFrames(EncodeBatch(sequence, events, topic, timestamp_ms));
+    if (!next_event_id_) {
+      SendFrames(EncodeBatch(sequence, events, topic, timestamp_ms));
+      return;
+    }
+    std::vector<MooncakeEvent> numbered(events.begin(), events.end());
+    for (MooncakeEvent& event : numbered) event.event_id = (*next_event_id_)++;
+    SendFrames(EncodeBatch(sequence, numbered, topic, timestamp_ms));
   }
+
+  // From now on SendBatch numbers the events itself, from `first`, as a
+  // real publisher does (one counter across its batches: the index checks
+  // that a batch continuing the sequence continues the ids), whatever ids
+  // the events carry.
+  void NumberEventsFrom(uint64_t first) { next_event_id_ = first; }
 
   static std::vector<std::string> EncodeBatch(uint64_t sequence, std::span<const MooncakeEvent> events,
                                               std::string_view topic = {}, int64_t timestamp_ms = 1700000000000) {
@@ -128,6 +141,7 @@ class LoopbackPublisher {
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::string endpoint_;
+  std::optional<uint64_t> next_event_id_;  // NumberEventsFrom
 };
 
 // A stored event as the Mooncake master writes it for `key`.

@@ -36,6 +36,9 @@ class Master {
     snapshot_.Erase(key);
     Send({RemovedEvent(++event_id_, key)});
   }
+  // The next event id, as the master numbers its events (one publisher's
+  // ids run on from batch to batch: Index::ApplyBatch checks it).
+  uint64_t NextEventId() { return ++event_id_; }
   // A batch with no event: keeps the stream moving.
   void Tick() { Send({}); }
   // Stores that reach the snapshot but whose batch is lost on the way.

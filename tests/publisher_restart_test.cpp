@@ -17,6 +17,8 @@
 
 #include "encode/mooncake_encoder.h"
 #include "encoded_batches.h"
+#include "golden_capture.h"
+#include "wire/wire_decoder.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "loopback_publisher.h"
@@ -55,6 +57,71 @@ TEST(PublisherRestart, ABatchThatContinuesTheSequenceButNotTheEventIdsClearsTheI
   batches.Apply(index, 4, {StoredEvent(7, "d")});
   EXPECT_TRUE(index.Contains({}, "d"));
   EXPECT_EQ(index.GetStats().restarts_suspected, 1u);  // judged once
+}
+
+// 1.3.0: one publisher numbers its events in the order it numbers its
+// batches (both publishers' kv_event_publisher.cpp: ids taken as a batch is
+// encoded, its sequence right after, by one worker), so every batch that
+// continues the sequence continues the ids -- checked always, not only
+// after a reconnect. A restart needs no disconnect the subscriber saw: its
+// batches may wait behind the old publisher's in one receive queue
+// (finding 2), or sit in a resync's buffer (finding 1).
+TEST(PublisherRestart, EveryBatchThatContinuesTheSequenceMustContinueTheEventIds) {
+  Index index;
+  sci::testing::EncodedBatches batches;
+  batches.Apply(index, 1, {StoredEvent(1, "a"), StoredEvent(2, "b")});
+  batches.Apply(index, 2, {StoredEvent(3, "c")});
+  batches.Apply(index, 3, {});  // an empty batch carries no id and breaks no chain
+  batches.Apply(index, 4, {StoredEvent(4, "d")});
+  EXPECT_EQ(index.GetStats().restarts_suspected, 0u);
+  EXPECT_TRUE(index.Contains({}, "d"));
+  // No reconnect was noted, and the ids start again: another publisher.
+  batches.Apply(index, 5, {StoredEvent(1, "new"), StoredEvent(2, "other")});
+  EXPECT_EQ(index.GetStats().restarts_suspected, 1u);
+  EXPECT_FALSE(index.Contains({}, "a"));
+  EXPECT_FALSE(index.Contains({}, "d"));
+  EXPECT_FALSE(index.Contains({}, "new"));  // it begins a run: stores withheld
+  batches.Apply(index, 6, {StoredEvent(3, "next")});
+  EXPECT_TRUE(index.Contains({}, "next"));
+  // Ids that run on past a gap are no restart: the gap alone clears.
+  batches.Apply(index, 9, {StoredEvent(4, "after-gap")});
+  EXPECT_EQ(index.GetStats().restarts_suspected, 1u);
+  EXPECT_EQ(index.GetStats().sequence_gaps, 1u);
+  // An id of 0 is no publisher's number (both start at 1): nothing to judge.
+  batches.Apply(index, 10, {StoredEvent(0, "unnumbered")});
+  batches.Apply(index, 11, {StoredEvent(77, "after-unnumbered")});
+  EXPECT_EQ(index.GetStats().restarts_suspected, 1u);
+  EXPECT_TRUE(index.Contains({}, "after-unnumbered"));
+}
+
+// The fact the rule stands on, in the real publisher's bytes: in every
+// capture, ids run on inside a batch and from each batch to the next one
+// that continues the sequence.
+TEST(PublisherRestart, TheCapturesIdsRunOnWhereverTheSequenceDoes) {
+  size_t pairs = 0;
+  for (const char* capture : {"basic", "burst", "overflow", "displaced-gap", "media-and-cleared"}) {
+    const std::vector<sci_test::GoldenMessage> messages = sci_test::LoadCapture(capture);
+    ASSERT_FALSE(messages.empty()) << capture;
+    DecodedMessage decoded;
+    bool has_previous = false;
+    uint64_t previous_sequence = 0, previous_last_id = 0;
+    for (const sci_test::GoldenMessage& message : messages) {
+      std::string error;
+      ASSERT_TRUE(DecodeMessage(message.FrameSpans(), &decoded, &error)) << capture << " " << message.name << error;
+      if (decoded.events.empty()) continue;
+      ASSERT_TRUE(decoded.event_ids_known) << capture << " " << message.name;
+      EXPECT_EQ(decoded.last_event_id - decoded.first_event_id + 1, decoded.events.size())
+          << capture << " " << message.name;
+      if (has_previous && decoded.sequence == previous_sequence + 1) {
+        EXPECT_EQ(decoded.first_event_id, previous_last_id + 1) << capture << " " << message.name;
+        ++pairs;
+      }
+      has_previous = true;
+      previous_sequence = decoded.sequence;
+      previous_last_id = decoded.last_event_id;
+    }
+  }
+  EXPECT_GT(pairs, 20u);
 }
 
 TEST(PublisherRestart, ABlipThatWasNotARestartCostsNothing) {
@@ -98,10 +165,14 @@ TEST(PublisherRestart, AGapOrAFreshRunIsJudgedByTheSequenceAlone) {
 }
 
 // Through the subscriber: the master goes away and a new one binds the same
-// endpoint, resuming at the old cursor + 1 with its own event ids.
-std::unique_ptr<Subscriber> Follow(Index& index, const std::string& endpoint) {
+// endpoint, resuming at the old cursor + 1 with its own event ids. Under
+// 1.3's rule (ReconnectPolicy::kTrustEventIds) the ids tell; by default the
+// disconnect itself clears.
+std::unique_ptr<Subscriber> Follow(Index& index, const std::string& endpoint,
+                                   ReconnectPolicy policy = ReconnectPolicy::kTrustEventIds) {
   SubscriberOptions options;
   options.endpoint = endpoint;
+  options.reconnect_policy = policy;
   options.reconnect_ms = 20;
   options.reconnect_max_ms = 100;
   SubscriberError code = SubscriberError::kNone;
@@ -144,6 +215,84 @@ TEST_P(SubscriberRestart, TheNewMastersBatchIsTrustedOnlyIfItContinuesTheEventId
   EXPECT_EQ(index.Contains({}, "c"), !restarted);
   EXPECT_EQ(index.Contains({}, "d"), !restarted);  // a restart's first batch withholds its stores
   EXPECT_EQ(stats.sequence_gaps, 0u);
+}
+
+// 1.3.0, finding 3, and the default: a restart on a stream of one-event
+// batches whose sequence and event ids both continue ours is invisible on
+// the wire (ids equal sequences on both sides). Only the disconnect shows
+// it, so by default (ReconnectPolicy::kResync) every real disconnect clears
+// and drops the receive queue: the old master's keys never answer again.
+// Under 1.3's rule they do -- the limit docs/operations.md states.
+class InvisibleRestart : public ::testing::TestWithParam<ReconnectPolicy> {};
+
+TEST_P(InvisibleRestart, OnlyTheDefaultPolicyForgetsTheOldMastersKeys) {
+  const ReconnectPolicy policy = GetParam();
+  Index index;
+  auto first = std::make_unique<LoopbackPublisher>(sci::testing::kAnyLoopbackTcpPort);
+  const std::string endpoint = first->endpoint();
+  auto subscriber = Follow(index, endpoint, policy);
+  ASSERT_NE(subscriber, nullptr);
+  ASSERT_TRUE(first->AwaitSubscription());
+  for (uint64_t s = 1; s <= 3; ++s) {
+    const MooncakeEvent one[] = {StoredEvent(s, "old-" + std::to_string(s))};
+    first->SendBatch(s, one);
+  }
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 3; }));
+  first.reset();
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().subscriber_disconnects == 1; }));
+  // The restarted master holds none of them; its fourth event is its own
+  // event 4 in its own batch 4.
+  LoopbackPublisher second(endpoint);
+  ASSERT_TRUE(second.AwaitSubscription());
+  const MooncakeEvent four[] = {StoredEvent(4, "new-4")};
+  second.SendBatch(4, four);
+  ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 4; }));
+  const MooncakeEvent five[] = {StoredEvent(5, "new-5")};
+  second.SendBatch(5, five);
+  ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "new-5"); }));
+  const bool forgotten = policy == ReconnectPolicy::kResync;
+  EXPECT_EQ(index.Contains({}, "old-1"), !forgotten);
+  EXPECT_EQ(index.Contains({}, "old-3"), !forgotten);
+  EXPECT_EQ(index.GetStats().disconnect_clears, forgotten ? 1u : 0u);
+  EXPECT_EQ(index.GetStats().restarts_suspected, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, InvisibleRestart,
+                         ::testing::Values(ReconnectPolicy::kResync, ReconnectPolicy::kTrustEventIds),
+                         [](const ::testing::TestParamInfo<ReconnectPolicy>& info) {
+                           return info.param == ReconnectPolicy::kResync ? std::string("Default")
+                                                                         : std::string("TrustEventIds");
+                         });
+
+// Finding 2: the new publisher's batches wait behind a backlog of the old
+// one's in the same receive queue (libzmq keeps one pipe across a
+// reconnect). Under the default the queue goes with the disconnect; no key
+// of the old master answers once the new stream is followed.
+TEST(InvisibleRestartBehindABacklog, NoKeyOfTheOldMasterSurvivesUnderTheDefault) {
+  Index index;
+  auto first = std::make_unique<LoopbackPublisher>(sci::testing::kAnyLoopbackTcpPort);
+  const std::string endpoint = first->endpoint();
+  auto subscriber = Follow(index, endpoint, ReconnectPolicy::kResync);
+  ASSERT_NE(subscriber, nullptr);
+  ASSERT_TRUE(first->AwaitSubscription());
+  constexpr uint64_t kBacklog = 20000;  // one-event batches, sent faster than they are applied
+  for (uint64_t s = 1; s <= kBacklog; ++s) {
+    const MooncakeEvent one[] = {StoredEvent(s, "old-" + std::to_string(s))};
+    first->SendBatch(s, one);
+  }
+  first.reset();
+  LoopbackPublisher second(endpoint);
+  ASSERT_TRUE(second.AwaitSubscription());
+  uint64_t s = kBacklog;
+  ASSERT_TRUE(WaitFor([&] {
+    ++s;
+    const MooncakeEvent one[] = {StoredEvent(s, "new-" + std::to_string(s))};
+    second.SendBatch(s, one);
+    return index.Contains({}, "new-" + std::to_string(s));
+  }));
+  for (uint64_t old = 1; old <= kBacklog; old += 97) EXPECT_FALSE(index.Contains({}, "old-" + std::to_string(old))) << old;
+  EXPECT_FALSE(index.Contains({}, "old-" + std::to_string(kBacklog)));
+  EXPECT_GE(index.GetStats().disconnect_clears, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(BlipOrRestart, SubscriberRestart, ::testing::Values(false, true),

@@ -125,7 +125,7 @@ TEST(ResyncTest, ASecondGenerationMastersSnapshotIsWarnedOfOnce) {
     Index index;
     auto subscriber = StartSubscriber(index, ResyncOptions(master));
     ASSERT_TRUE(master.publisher().AwaitSubscription());
-    MooncakeEvent event = sci::testing::StoredEvent(1, "late");
+    MooncakeEvent event = sci::testing::StoredEvent(master.NextEventId(), "late");
     event.second_generation = second;
     event.medium = "cpu";
     master.snapshot().Add("late");
@@ -191,7 +191,7 @@ TEST(ResyncTest, RemovalArrivingWhileTheSnapshotDownloadsWins) {
   // Removed while the download is under way, but the snapshot (a slow
   // master) still lists the key: the buffered removal must win.
   AbsentKeyReader reader(index, {"k7", "never-stored"});
-  master.Send({testing::RemovedEvent(1000, "k7")});
+  master.Send({testing::RemovedEvent(master.NextEventId(), "k7")});
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().messages_received == 2; }));
   master.snapshot().Release();
 
@@ -228,9 +228,11 @@ TEST(ResyncTest, EventsArrivingAfterTheSnapshotThatItReflectsNeverShow) {
   for (int i = 0; i < kFillers; ++i) master.snapshot().Add("filler-" + std::to_string(i));
   AbsentKeyReader reader(index, {"stale"});
   master.snapshot().Release();
-  master.Send({testing::StoredEvent(1000, "stale")});
-  for (int i = 0; i < kFillers; ++i) master.Send({testing::StoredEvent(2000 + i, "filler-" + std::to_string(i))});
-  master.Send({testing::RemovedEvent(1001, "stale")});
+  master.Send({testing::StoredEvent(master.NextEventId(), "stale")});
+  for (int i = 0; i < kFillers; ++i) {
+    master.Send({testing::StoredEvent(master.NextEventId(), "filler-" + std::to_string(i))});
+  }
+  master.Send({testing::RemovedEvent(master.NextEventId(), "stale")});
 
   ASSERT_TRUE(WaitFor([&] {
     return index.GetStats().resyncs == 1 && index.Contains({}, "filler-" + std::to_string(kFillers - 1));
@@ -666,7 +668,7 @@ TEST(ResyncTest, MessagesDuringTheBackOffAreReplayedExactly) {
   }));
   AbsentKeyReader reader(index, {"k3", "short-lived", "never-stored"});
   master.Store("stored-in-the-back-off");
-  master.Send({testing::RemovedEvent(1000, "k3")});  // the snapshot still lists k3
+  master.Send({testing::RemovedEvent(master.NextEventId(), "k3")});  // the snapshot still lists k3
   master.Store("short-lived");
   master.Remove("short-lived");
   master.Store("also-stored");

@@ -98,6 +98,10 @@ std::map<std::pair<std::string, std::string>, bool> ExpectedPresence(const std::
 
 class SubscriberTest : public ::testing::Test {
  protected:
+  // The tests of what a disconnect keeps run under 1.3's rule; the default
+  // (every disconnect clears) has tests of its own.
+  ReconnectPolicy reconnect_policy_ = ReconnectPolicy::kResync;
+
   std::unique_ptr<Subscriber> StartSubscriber(const std::string& endpoint, uint32_t stale_after_ms = 60000,
                                               std::string topic = {}) {
     SubscriberOptions options;
@@ -106,6 +110,7 @@ class SubscriberTest : public ::testing::Test {
     options.reconnect_ms = 20;  // restarted publishers are found quickly
     options.reconnect_max_ms = 100;
     options.stale_after_ms = stale_after_ms;
+    options.reconnect_policy = reconnect_policy_;
     SubscriberError code = SubscriberError::kNone;
     std::string error;
     std::unique_ptr<Subscriber> subscriber = Subscriber::Start(index_, options, &code, &error);
@@ -189,6 +194,7 @@ TEST_F(SubscriberTest, GoldenDisplacedGapReplayHoldsNoRemovedKey) {
 // ---- sequence rules over the wire ----
 
 TEST_F(SubscriberTest, PublisherRestartClearsTheIndex) {
+  reconnect_policy_ = ReconnectPolicy::kTrustEventIds;  // 1.3's rule: what a reconnect may keep
   const std::string endpoint = UniqueIpcEndpoint();
   auto publisher = std::make_unique<LoopbackPublisher>(endpoint);
   auto subscriber = StartSubscriber(endpoint);
@@ -289,6 +295,7 @@ TEST_F(SubscriberTest, ConnectionGaugeFollowsThePublisher) {
 }
 
 TEST_F(SubscriberTest, DisconnectWithinTheGraceKeepsServing) {
+  reconnect_policy_ = ReconnectPolicy::kTrustEventIds;  // 1.3's rule: what a reconnect may keep
   LoopbackPublisher publisher(UniqueIpcEndpoint());
   auto subscriber = StartSubscriber(publisher.endpoint(), /*stale_after_ms=*/600000);
   ASSERT_TRUE(publisher.AwaitSubscription());
@@ -347,6 +354,7 @@ TEST_F(SubscriberTest, AfterAStaleClearNewMessagesAreAcceptedAtAnySequence) {
 }
 
 TEST_F(SubscriberTest, LosslessReconnectWithinTheGraceKeepsState) {
+  reconnect_policy_ = ReconnectPolicy::kTrustEventIds;  // 1.3's rule: what a reconnect may keep
   auto publisher = std::make_unique<LoopbackPublisher>(kAnyLoopbackTcpPort);
   const std::string bound = publisher->endpoint();
   auto subscriber = StartSubscriber(bound, /*stale_after_ms=*/600000);
@@ -375,6 +383,7 @@ TEST_F(SubscriberTest, LosslessReconnectWithinTheGraceKeepsState) {
 }
 
 TEST_F(SubscriberTest, ReconnectThatLostMessagesClearsAtTheNextMessage) {
+  reconnect_policy_ = ReconnectPolicy::kTrustEventIds;  // 1.3's rule: what a reconnect may keep
   const std::string endpoint = UniqueIpcEndpoint();
   auto publisher = std::make_unique<LoopbackPublisher>(endpoint);
   auto subscriber = StartSubscriber(endpoint, /*stale_after_ms=*/600000);

@@ -179,8 +179,25 @@ TEST(PublisherStatus, TheAnswerIsReadStrictly) {
   EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":-1})", &status, &why));
   EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":"42"})", &status, &why));
   EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":42,"dropped_events":-3})", &status, &why));
-  EXPECT_EQ(why, "dropped_events is not unsigned");
+  EXPECT_EQ(why, "dropped_events is not a count below 2^64 - 1");
   EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":42,"dropped_events":1.5})", &status, &why));
+  // 1.3.0: what 1.3 took on trust. "false" as a string is not true; a
+  // counter at 2^64 - 1 is a wrapped or unset one (the tail watch acted on
+  // it); a counter named twice holds whichever value the parser kept.
+  EXPECT_FALSE(ParsePublisherStatus(R"({"enabled":"false","published_batches":42})", &status, &why));
+  EXPECT_EQ(why, "enabled is not true or false");
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":18446744073709551615})", &status, &why));
+  EXPECT_EQ(why, "no published_batches below 2^64 - 1");
+  EXPECT_TRUE(ParsePublisherStatus(R"({"published_batches":18446744073709551614})", &status, &why));
+  EXPECT_FALSE(
+      ParsePublisherStatus(R"({"published_batches":42,"dropped_events":18446744073709551615})", &status, &why));
+  EXPECT_FALSE(ParsePublisherStatus(R"({"published_batches":42,"dropped_events":0,"published_batches":9})", &status,
+                                    &why));
+  EXPECT_EQ(why, "\"published_batches\" appears twice");
+  EXPECT_FALSE(ParsePublisherStatus(R"({"dropped_events":1,"published_batches":4,"dropped_events":1})", &status,
+                                    &why));
+  // Names nested deeper may repeat: they are not the counters.
+  EXPECT_TRUE(ParsePublisherStatus(R"({"published_batches":4,"x":{"a":1},"y":{"a":2}})", &status, &why));
   EXPECT_FALSE(ParsePublisherStatus("[]", &status, &why));
   EXPECT_FALSE(ParsePublisherStatus("not json", &status, &why));
   EXPECT_EQ(StatusUrlBeside("http://master:9003/get_all_keys"), "http://master:9003/kv_events/status");

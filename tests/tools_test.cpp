@@ -512,6 +512,9 @@ TEST(Tools, SglangWorkloadMakesEveryPageOfEveryPromptHit) {
   ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
   SubscriberOptions options;
   options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+  // sci-publish exits once it has published: the disconnect must not clear
+  // what it sent (the default would: subscriber_test).
+  options.reconnect_policy = ReconnectPolicy::kTrustEventIds;
   ASSERT_EQ(options.endpoint.rfind("tcp://127.0.0.1:", 0), 0u) << options.endpoint;
   SubscriberError code = SubscriberError::kNone;
   std::string error;
@@ -591,6 +594,7 @@ TEST(Tools, VllmWorkloadMakesDynamosAnswerTheWholePromptForPublishedPrompts) {
   ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
   SubscriberOptions options;
   options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+  options.reconnect_policy = ReconnectPolicy::kTrustEventIds;  // sci-publish exits when done
   SubscriberError code = SubscriberError::kNone;
   std::string error;
   std::unique_ptr<Subscriber> subscriber = Subscriber::Start(index, options, &code, &error);
@@ -787,6 +791,7 @@ TEST(Tools, SecondGenerationWorkloadUnderBothResidencyRules) {
     ASSERT_TRUE(publish->ReadStderrLine(&listening)) << publish->err();
     SubscriberOptions options;
     options.endpoint = nlohmann::json::parse(listening)["listening"].get<std::string>();
+    options.reconnect_policy = ReconnectPolicy::kTrustEventIds;  // sci-publish exits when done
     std::vector<std::unique_ptr<Subscriber>> subscribers;
     for (auto& index : indexes) {
       SubscriberError code = SubscriberError::kNone;

@@ -899,6 +899,8 @@ impl Subscriber {
             redis_endpoint: sci_str(options.redis_endpoint.as_bytes()),
             status_url: sci_str(options.status_url.as_bytes()),
             status_poll_ms: options.status_poll_ms,
+            reconnect_policy: options.reconnect_policy,
+            resync_catch_up_max_ms: options.resync_catch_up_max_ms,
         };
         let mut out = ptr::null_mut();
         // SAFETY: the options borrow live strings for the call (C2, C3). The

@@ -63,6 +63,8 @@ pub struct SubscriberOptions {
     pub(crate) redis_endpoint: String,
     pub(crate) status_url: String,
     pub(crate) status_poll_ms: u32,
+    pub(crate) reconnect_policy: u32,
+    pub(crate) resync_catch_up_max_ms: u32,
 }
 
 impl SubscriberOptions {
@@ -85,7 +87,30 @@ impl SubscriberOptions {
             redis_endpoint: String::new(),
             status_url: String::new(),
             status_poll_ms: 0,
+            reconnect_policy: sys::SCI_RECONNECT_RESYNC as u32,
+            resync_catch_up_max_ms: 0,
         }
+    }
+
+    /// What a real disconnect does (added in 1.3.0). By default (`false`)
+    /// it clears the index, drops the receive queue and resyncs
+    /// (`disconnect_clears`): a publisher that restarted behind it cannot
+    /// leave a false hit, whatever its sequence and event ids. `true`: 1.3's
+    /// rule, the state is kept when the next batch continues the sequence
+    /// and the event ids (a blip costs nothing; a restart whose sequence and
+    /// ids both continue goes unseen).
+    pub fn trust_reconnects_by_event_ids(mut self, trust: bool) -> Self {
+        self.reconnect_policy =
+            if trust { sys::SCI_RECONNECT_EVENT_IDS as u32 } else { sys::SCI_RECONNECT_RESYNC as u32 };
+        self
+    }
+
+    /// How long, at most, a resync released before its catch-up was
+    /// anchored withholds stored events while batches flow (zero = 30 s;
+    /// `catch_ups_unanchored`) (added in 1.3.0).
+    pub fn resync_catch_up_max(mut self, limit: Duration) -> Self {
+        self.resync_catch_up_max_ms = millis(limit);
+        self
     }
 
     /// The master's `GET /kv_events/status` (added in 1.3), read while the
@@ -294,6 +319,20 @@ pub struct Stats {
     /// Gauges: present keys by the tier of their fastest medium
     /// ([`IndexOptions::medium_tiers`]; unknown media: the slowest tier) (added in 1.3).
     pub keys_by_tier: [u64; 4],
+    /// Publisher status answers refused: a bound below a sequence the stream
+    /// had shown (another master's, or counters reset), or values out of
+    /// range (added in 1.3.0).
+    pub status_refused: u64,
+    /// Resyncs released before their catch-up was anchored (a quiet master,
+    /// or the hold's limit): stored events withheld until the anchor
+    /// (added in 1.3.0).
+    pub resyncs_withholding: u64,
+    /// Catch-ups that met no anchor within `resync_catch_up_max_ms` while
+    /// batches flowed (added in 1.3.0).
+    pub catch_ups_unanchored: u64,
+    /// Disconnects that cleared the index because a restart behind them
+    /// could not be ruled out (the default reconnect policy; added in 1.3.0).
+    pub disconnect_clears: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -347,6 +386,10 @@ impl From<&sys::sci_stats> for Stats {
             residency_mismatches: s.residency_mismatches,
             subscriber_failures: s.subscriber_failures,
             keys_by_tier: [s.keys_tier0, s.keys_tier1, s.keys_tier2, s.keys_tier3],
+            status_refused: s.status_refused,
+            resyncs_withholding: s.resyncs_withholding,
+            catch_ups_unanchored: s.catch_ups_unanchored,
+            disconnect_clears: s.disconnect_clears,
         }
     }
 }

@@ -102,7 +102,9 @@ fn subscriber_follows_the_sglang_workload_of_sci_publish() {
     let index = Arc::new(Index::new().unwrap());
     let subscriber = Subscriber::start(
         index.clone(),
-        &SubscriberOptions::new(publisher.endpoint.clone()),
+        // sci-publish exits once it has published: its disconnect must not
+        // clear what it sent (by default it would).
+        &SubscriberOptions::new(publisher.endpoint.clone()).trust_reconnects_by_event_ids(true),
     )
     .unwrap();
     let summary = publisher.finish(PUBLISH_TIMEOUT);
@@ -213,11 +215,13 @@ fn removals_reconnects_gaps_and_restarts_reach_the_router_exactly() {
 
     // One subscriber follows four publisher processes in turn on one port,
     // reconnecting between them. The grace period is long: this test is
-    // about sequences, not staleness.
+    // about sequences, not staleness, under 1.3's reconnect rule (the
+    // default clears at every disconnect: the C++ suite's InvisibleRestart).
     let index = Arc::new(Index::new().unwrap());
     let options = SubscriberOptions::new(endpoint.clone())
         .reconnect(Duration::from_millis(10), Duration::from_millis(100))
-        .stale_after(Duration::from_secs(600));
+        .stale_after(Duration::from_secs(600))
+        .trust_reconnects_by_event_ids(true);
     let _subscriber = Subscriber::start(index.clone(), &options).unwrap();
     let mut scratch = PageScratch::new();
     // `first`: the sequence and event id to resume at (a master that goes on

@@ -15,13 +15,6 @@ constexpr uint32_t kReadTimeoutMs = 2000;
 
 }  // namespace
 
-bool PeekBatchEventCount(std::span<const zmq::message_t> frames, uint32_t* events) {
-  if (frames.size() != 3) return false;
-  MsgpackReader reader(std::span<const uint8_t>(static_cast<const uint8_t*>(frames[2].data()), frames[2].size()));
-  uint32_t elements = 0;
-  return reader.ReadArrayHeader(&elements) && elements >= 2 && reader.Skip() && reader.ReadArrayHeader(events);
-}
-
 CatchUpAnchor::CatchUpAnchor(bool proxy_from_env, Clock::duration reread, WakeSignal& wake)
     : proxy_from_env_(proxy_from_env), reread_(reread), wake_(wake) {}
 
@@ -30,6 +23,7 @@ CatchUpAnchor::~CatchUpAnchor() = default;
 void CatchUpAnchor::Stop() {
   read_.reset();  // cancels and joins
   state_ = State::kOff;
+  shown_before_read_ = 0;
   bound_known_ = false;
   bound_ = 0;
   highest_short_batch_ = 0;
@@ -75,6 +69,9 @@ CatchUpAnchor::State CatchUpAnchor::Poll(Clock::time_point now, bool has_last_se
     request.proxy_from_env = proxy_from_env_;
     read_ = std::make_unique<StatusRequest>(std::move(request), wake_);
     next_read_ = now + reread_;
+    // Every batch shown so far was sent before this read: its answer must
+    // account for it (the bound's check in TakeAnswer).
+    shown_before_read_ = has_last_sequence ? last_sequence : 0;
   }
   return state_;
 }
@@ -100,12 +97,23 @@ void CatchUpAnchor::TakeAnswer(Clock::time_point now, bool has_last_sequence, ui
   }
   const PublisherStatus& status = read->status();
   // Both are cumulative counts a publisher keeps in 64 bits; a sum that
-  // would overflow bounds nothing.
+  // would overflow bounds nothing. A bound below a batch the stream showed
+  // before the read is not this stream's publisher's (another master's, or
+  // counters reset by a restart): it would anchor the catch-up too early.
   const uint64_t total = status.published_batches + status.dropped_events;
   if (total < status.published_batches || total == UINT64_MAX) {
+    why = "published_batches + dropped_events overflows";
+  } else if (total + 1 < shown_before_read_) {
+    why = sci::StrFormat(
+        "its bound (published_batches + dropped_events + 1 = %d) is below batch %d, which the stream showed before "
+        "the read: not this stream's publisher, or its counters were reset",
+        total + 1, shown_before_read_);
+  }
+  if (!why.empty()) {
+    index.counters().status_refused.Add();
     if (!bound_known_) {
       state_ = State::kUnavailable;
-      detail_ = sci::StrFormat("status %s: published_batches + dropped_events overflows", absl::CHexEscape(url_));
+      detail_ = sci::StrFormat("status %s refused: %s", absl::CHexEscape(url_), why);
     }
     return;
   }

@@ -43,16 +43,12 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "feed/batch_peek.h"  // PeekBatchEventCount, for the anchor's tests
 #include "feed/status_request.h"
 #include "feed/wake_signal.h"
 #include "index/index.h"
 
 namespace sci {
-
-// The number of events in a Mooncake batch's payload (frames [topic,
-// sequence, payload]; payload [timestamp, [events...], ...]), read without
-// decoding the events. False if the message has another shape.
-bool PeekBatchEventCount(std::span<const zmq::message_t> frames, uint32_t* events);
 
 class CatchUpAnchor {
  public:
@@ -84,6 +80,10 @@ class CatchUpAnchor {
 
   State state() const { return state_; }
   bool ended() const { return state_ == State::kAnchored || state_ == State::kQuiet; }
+  // Whether an answer has set the bound, and the bound: every batch taken
+  // before the first read has a sequence at most this.
+  bool bound_known() const { return bound_known_; }
+  uint64_t bound() const { return bound_; }
   // For the log: how it ended, or why it is unavailable.
   const std::string& detail() const { return detail_; }
 
@@ -105,6 +105,9 @@ class CatchUpAnchor {
   Clock::time_point next_read_{};
   bool bound_known_ = false;
   uint64_t bound_ = 0;
+  // The last sequence the stream had shown when the read in flight was
+  // sent (0: none): its answer's bound must not be below it.
+  uint64_t shown_before_read_ = 0;
   // The highest sequence of a batch of fewer than kFullBatch events since
   // Start (0: none).
   uint64_t highest_short_batch_ = 0;

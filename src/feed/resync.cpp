@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/log.h"
+#include "feed/batch_peek.h"
 #include "feed/status_request.h"
 #include "wire/message_apply.h"
 
@@ -18,16 +19,10 @@ constexpr uint32_t kMaxBackoffDoublings = 4;
 // The anchor's reads on a quiet master are catch_up_ms apart, at least this.
 constexpr auto kMinStatusReread = std::chrono::milliseconds(10);
 
-// The sequence frame of a three-frame message, if it has that shape. A
-// message without one is malformed and will be dropped by the replay.
-bool PeekSequence(std::span<const zmq::message_t> frames, uint64_t* sequence) {
-  if (frames.size() != 3 || frames[1].size() != 8) return false;
-  const auto* b = static_cast<const uint8_t*>(frames[1].data());
-  uint64_t s = 0;
-  for (int i = 0; i < 8; ++i) s = (s << 8) | b[i];
-  *sequence = s;
-  return true;
-}
+// How long a resync holds the index past its snapshot waiting for its
+// anchor once the publisher's bound is known: a queue lagging longer is
+// released with its stores withheld (Release::kWithholding) instead.
+constexpr auto kMaxAnchorHold = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -48,7 +43,7 @@ Resync::~Resync() {
   // Also when the subscriber never ran (a start that failed after Begin()):
   // the index must not stay held.
   try {
-    SetUrl({});
+    SetUrls({}, {});
   } catch (...) {
     Reset();
   }
@@ -58,6 +53,13 @@ void Resync::Reset() {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
   anchor_.Stop();
   DropBuffer();
+  EndWithholding();
+}
+
+void Resync::EndWithholding() {
+  if (!withholding_) return;
+  withholding_.reset();
+  index_.WithholdStores(false);
 }
 
 void Resync::DropBuffer() { buffer_.Clear(); }
@@ -72,11 +74,13 @@ void Resync::Begin(Clock::time_point /*now*/) {
   // nothing proves the subscription yet, and no sequence is known to follow.
   live_ = false;
   has_stream_sequence_ = false;
+  has_stream_ids_ = false;
+  continuity_required_ = false;
 }
 
 void Resync::BeginAfterClear(Clock::time_point now, bool connection_live) {
   if (!enabled()) return;
-  const Stats before = index_.GetStats();  // Begin's hold unsets the cursor
+  const Index::Cursor before = index_.cursor();  // Begin's hold unsets it
   Begin(now);
   // A gap or an all-cleared event leaves the cursor at its batch: the
   // stream goes on from there. A clear by hand or by the stale rule
@@ -84,20 +88,31 @@ void Resync::BeginAfterClear(Clock::time_point now, bool connection_live) {
   if (!before.has_sequence) return;
   has_stream_sequence_ = true;
   last_stream_sequence_ = before.last_sequence;
+  has_stream_ids_ = before.has_event_id;
+  last_stream_event_id_ = before.last_event_id;
   live_ = connection_live;
 }
 
-void Resync::SetUrl(std::string url) {
+bool Resync::SamePublisher(const BatchPeek& peek) const {
+  if (peek.ids_known && has_stream_ids_) return peek.first_id == last_stream_event_id_ + 1;
+  return !continuity_required_;
+}
+
+void Resync::SetUrls(std::string url, std::string status_url) {
   const bool was_active = active();
   Reset();
   // A download cut short may have left part of a snapshot in the index:
   // never release that.
   if (was_active) index_.Hold();
-  options_.snapshot_url = std::move(url);  // allocates nothing (a leader change relies on it)
+  // Moved: allocates nothing (a leader change relies on it).
+  options_.snapshot_url = std::move(url);
+  options_.status_url = std::move(status_url);
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   live_ = false;
   has_stream_sequence_ = false;  // a new leader is a new sequence space
+  has_stream_ids_ = false;
+  continuity_required_ = false;
   index_.counters().resyncing.Set(false);
   // The caller decides what the index becomes; a hold must not outlive us.
   index_.Release();
@@ -131,8 +146,12 @@ long MsUntil(Resync::Clock::time_point at, Resync::Clock::time_point now) {
 long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
   if (phase_ == Phase::kCatchingUp) {
     // The timer, or the anchor's next read (one in flight wakes the loop).
-    const long due_ms = anchor_.state() == CatchUpAnchor::State::kUnavailable ? MsUntil(catch_up_until_, now)
-                                                                               : anchor_.MsUntilNextRead(now);
+    long due_ms = anchor_.state() == CatchUpAnchor::State::kUnavailable ? MsUntil(catch_up_until_, now)
+                                                                         : anchor_.MsUntilNextRead(now);
+    if (anchor_.bound_known()) {
+      const long hold_ms = MsUntil(hold_limit_at_, now);
+      due_ms = due_ms < 0 ? hold_ms : std::min(due_ms, hold_ms);
+    }
     if (due_ms < 0) return timeout_ms;
     return timeout_ms < 0 ? due_ms : std::min(timeout_ms, due_ms);
   }
@@ -155,13 +174,26 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
   // last buffered sequence (or resumes at the last one seen) and the index
   // judges the next message. A message without a readable sequence is
   // judged by nobody here (the replay drops it as malformed).
-  uint64_t sequence = 0;
-  const bool has_sequence = PeekSequence(frames, &sequence);
-  if (has_sequence && has_stream_sequence_ && sequence != last_stream_sequence_ &&
-      sequence != last_stream_sequence_ + 1) {
-    index_.counters().sequence_gaps.Add();
-    const std::string why =
-        sci::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1, sequence);
+  const BatchPeek peek = PeekBatch(frames);
+  std::string why;  // a break in the stream, if this message shows one
+  if (peek.has_sequence && has_stream_sequence_ && peek.sequence != last_stream_sequence_) {
+    if (peek.sequence != last_stream_sequence_ + 1) {
+      index_.counters().sequence_gaps.Add();
+      why = sci::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1,
+                           peek.sequence);
+    } else if (peek.events > 0 && !SamePublisher(peek)) {
+      // The same judgement as the index's (Index::ApplyBatch): a restart
+      // whose sequence runs on must not splice two publishers' histories.
+      index_.counters().restarts_suspected.Add();
+      why = peek.ids_known && has_stream_ids_
+                ? sci::StrFormat("publisher restart in the buffered stream: batch %d begins at event id %d, not %d",
+                                 peek.sequence, peek.first_id, last_stream_event_id_ + 1)
+                : sci::StrFormat("publisher restart suspected in the buffered stream: batch %d after a reconnect "
+                                 "shows no event ids continuing the last ones",
+                                 peek.sequence);
+    }
+  }
+  if (!why.empty()) {
     if (SnapshotUnderWay()) {
       Fail(why, now);  // and this message begins the next buffer, below
     } else if (!buffer_.empty()) {
@@ -171,24 +203,27 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
       DropBuffer();
     }
   }
-  if (has_sequence) {
+  if (peek.has_sequence) {
     has_stream_sequence_ = true;
-    last_stream_sequence_ = sequence;
+    last_stream_sequence_ = peek.sequence;
+    if (peek.events > 0) {
+      has_stream_ids_ = peek.ids_known;
+      last_stream_event_id_ = peek.last_id;
+      continuity_required_ = false;
+    }
   }
   live_ = true;  // it came on the current connection
   // Read before the buffer takes the frames: the batch may anchor the
   // catch-up (catch_up_anchor.h), once it is buffered below.
-  uint32_t events = 0;
-  const bool anchor_candidate =
-      phase_ == Phase::kCatchingUp && has_sequence && PeekBatchEventCount(frames, &events);
+  const bool anchor_candidate = phase_ == Phase::kCatchingUp && peek.has_sequence && peek.has_events;
   const bool spilling = buffer_.spilled_bytes() > 0;
   std::string full;
   if (!buffer_.Add(frames, &full)) {
-    const std::string why = "the stream outran the download: " + full;
+    const std::string overflow = "the stream outran the download: " + full;
     if (SnapshotUnderWay()) {
-      Fail(why, now);
+      Fail(overflow, now);
     } else if (!buffer_.empty()) {
-      Logf(LogLevel::kInfo, "resync: %s before the download; the buffer restarts at this message", why);
+      Logf(LogLevel::kInfo, "resync: %s before the download; the buffer restarts at this message", overflow);
       DropBuffer();
     }
     // Too large for the buffer on its own: dropped. It precedes the
@@ -196,7 +231,7 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
     // nothing follows).
     if (!buffer_.Add(frames, &full)) return;
   }
-  if (anchor_candidate && phase_ == Phase::kCatchingUp) anchor_.OnBatch(sequence, events);
+  if (anchor_candidate && phase_ == Phase::kCatchingUp) anchor_.OnBatch(peek.sequence, peek.events);
   if (!spilling && buffer_.spilled_bytes() > 0) {
     Logf(LogLevel::kInfo, "resync: %d bytes of stream buffered in memory; the rest goes to a temporary file",
          buffer_.memory_bytes());
@@ -234,7 +269,9 @@ bool Resync::Poll(Clock::time_point now) {
     }
     // Loaded: the events it may already reflect are still on their way.
     phase_ = Phase::kCatchingUp;
+    snapshot_loaded_at_ = now;
     catch_up_until_ = now + std::chrono::milliseconds(options_.catch_up_ms);
+    hold_limit_at_ = now + kMaxAnchorHold;
     anchor_.Start(now, StatusUrl());
   }
   if (phase_ == Phase::kCatchingUp) {
@@ -248,16 +285,39 @@ bool Resync::Poll(Clock::time_point now) {
     }
   }
   if (!ReplayDue(now)) return false;
-  const bool anchored = anchor_.ended();
-  const std::string catch_up = anchored ? anchor_.detail() : "timed: " + anchor_.detail();
+  // How the catch-up ends (resync.h): anchored, the buffer replayed whole;
+  // on the timer without the endpoint, as in 1.2; otherwise (a quiet
+  // master, the hold's limit) released with stored events withheld until
+  // the anchor comes.
+  const CatchUpAnchor::State how = anchor_.state();
+  const Release release = how == CatchUpAnchor::State::kAnchored      ? Release::kAnchored
+                          : how == CatchUpAnchor::State::kUnavailable ? Release::kTimed
+                                                                      : Release::kWithholding;
+  const uint64_t bound = anchor_.bound();
+  const std::string catch_up = release == Release::kAnchored ? anchor_.detail()
+                               : release == Release::kTimed
+                                   ? "timed: " + anchor_.detail()
+                                   : sci::StrFormat("not anchored yet (%s); stored events withheld until a batch "
+                                                    "beyond %d of fewer than %d events",
+                                                    how == CatchUpAnchor::State::kQuiet
+                                                        ? anchor_.detail()
+                                                        : std::string("the hold's limit"),
+                                                    bound, CatchUpAnchor::kFullBatch);
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.messages();
   const size_t spilled = buffer_.spilled_bytes();
+  if (release == Release::kWithholding) index_.WithholdStores(true);
   if (std::string why = Replay(); !why.empty()) {
+    index_.WithholdStores(false);
     Fail(why, now);
     return false;
   }
   Reset();
+  // Set after Reset(), which ends any withholding: the index keeps
+  // withholding from the replay on.
+  if (release == Release::kWithholding) {
+    withholding_ = Withholding{bound, snapshot_loaded_at_ + std::chrono::milliseconds(options_.catch_up_max_ms)};
+  }
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   index_.Release();
@@ -274,26 +334,62 @@ bool Resync::Poll(Clock::time_point now) {
   }
   // Counted last: whoever sees `resyncs` move finds the resync logged too.
   index_.counters().resyncing.Set(false);
-  (anchored ? index_.counters().resyncs_anchored : index_.counters().resyncs_timed).Add();
+  switch (release) {
+    case Release::kAnchored: index_.counters().resyncs_anchored.Add(); break;
+    case Release::kTimed: index_.counters().resyncs_timed.Add(); break;
+    case Release::kWithholding: index_.counters().resyncs_withholding.Add(); break;
+  }
   index_.counters().resyncs.Add();
   return true;
+}
+
+void Resync::OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_point now) {
+  if (!withholding_) return;
+  const BatchPeek peek = PeekBatch(frames);
+  // The anchor (catch_up_anchor.h): taken from a queue the worker emptied
+  // after the status read, so every event the snapshot may reflect is in
+  // this batch or an earlier one. It is applied whole.
+  if (peek.has_sequence && peek.has_events && peek.events < CatchUpAnchor::kFullBatch &&
+      peek.sequence > withholding_->bound) {
+    const uint64_t bound = withholding_->bound;
+    EndWithholding();
+    Logf(LogLevel::kInfo, "resync: catch-up anchored at batch %d (beyond %d); stored events applied again",
+         peek.sequence, bound);
+    return;
+  }
+  if (now < withholding_->until) return;
+  // Batches flow and none anchors: the bound was not this stream's (a
+  // status from another master, dropped_events over-counted by failed
+  // sends). Stores apply again; what that leaves open is stated in
+  // docs/operations.md ("Where the catch-up ends").
+  const uint64_t bound = withholding_->bound;
+  EndWithholding();
+  if (unanchored_warning_.First()) {
+    Logf(LogLevel::kWarn,
+         "resync: no batch beyond %d of fewer than %d events within %d ms of the snapshot while the stream flowed; "
+         "stored events applied again without the anchor (catch_ups_unanchored; is the status endpoint this "
+         "master's?)",
+         bound, CatchUpAnchor::kFullBatch, options_.catch_up_max_ms);
+  }
+  index_.counters().catch_ups_unanchored.Add();
 }
 
 std::string Resync::Replay() {
   // The download has finished: this thread is the index's only writer again.
   // Hold() left the cursor unset, so the first message begins a run.
-  const Stats before = index_.GetStats();
   std::string why;
   const bool replayed = buffer_.ForEach(
       [&](std::span<const std::span<const uint8_t>> frames) {
+        BatchOutcome outcome;
         try {
-          (void)ApplyMessage(index_, frames, scratch_, nullptr);  // a malformed one is counted and dropped
+          // A malformed one is counted and dropped.
+          if (!ApplyMessage(index_, frames, scratch_, nullptr, &outcome)) return true;
         } catch (const std::bad_alloc&) {
           why = "out of memory replaying the buffered stream";  // the index cleared itself; the resync starts over
           return false;
         }
-        if (index_.counters().sequence_gaps.Get() != before.sequence_gaps) {
-          why = "sequence gap while replaying the buffered stream";
+        if (outcome.sequence == BatchOutcome::Sequence::kGap || outcome.sequence == BatchOutcome::Sequence::kRestart) {
+          why = "sequence gap or publisher restart while replaying the buffered stream";
           return false;
         }
         return true;
@@ -303,7 +399,9 @@ std::string Resync::Replay() {
   // Nothing buffered (the clear's own batch proved the subscription, and
   // the stream stayed quiet): the stream goes on after its last sequence,
   // all of which came before the snapshot.
-  if (buffer_.empty() && has_stream_sequence_) index_.ResumeAt(last_stream_sequence_);
+  if (buffer_.empty() && has_stream_sequence_) {
+    index_.ResumeAt(Index::Cursor{true, last_stream_sequence_, has_stream_ids_, last_stream_event_id_});
+  }
   // Without a cursor the next live message would be accepted whatever was
   // lost before it (a buffer of malformed messages only).
   if (!index_.GetStats().has_sequence) return "no buffered message could be applied";
@@ -322,6 +420,7 @@ void Resync::RestartAfterFailure(Clock::time_point now) {
 void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_buffer) {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
   anchor_.Stop();
+  EndWithholding();
   if (!keep_buffer) DropBuffer();
   index_.Hold();  // whatever was loaded goes: empty and answering miss
   ++consecutive_failures_;

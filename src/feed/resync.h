@@ -54,12 +54,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
 #include "common/warn_once.h"
+#include "feed/batch_peek.h"
 #include "feed/catch_up_anchor.h"
 #include "feed/resync_buffer.h"
 #include "feed/snapshot_fetch.h"
@@ -93,6 +95,10 @@ struct ResyncOptions {
   // it does not cover: the anchor does). 0: replay what has come at once.
   // With the endpoint: the interval between its reads on a quiet master.
   uint32_t catch_up_ms = 0;
+  // The bound on a catch-up released before its anchor (withholding its
+  // stores): past it, a batch that is not the anchor ends the withholding.
+  static constexpr uint32_t kDefaultCatchUpMaxMs = 30000;
+  uint32_t catch_up_max_ms = kDefaultCatchUpMaxMs;
   // The master's GET /kv_events/status, which anchors the catch-up
   // (catch_up_anchor.h). Empty: beside snapshot_url (StatusUrlBeside).
   std::string status_url;
@@ -122,9 +128,10 @@ class Resync {
   // Without a snapshot URL this does nothing.
   void Begin(Clock::time_point now);
 
-  // Replaces the snapshot URL (a new leader): stops what runs and goes back
-  // to kOff, without counting a failure. The caller clears or Begin()s.
-  void SetUrl(std::string url);
+  // Replaces the snapshot URL and the status URL (a new leader: its own
+  // admin server's, never the old one's) : stops what runs and goes back to
+  // kOff, without counting a failure. The caller clears or Begin()s.
+  void SetUrls(std::string url, std::string status_url);
 
   // A message received while active(): its frames are moved out of
   // `frames` (the first `n_frames`).
@@ -145,7 +152,14 @@ class Resync {
   // The connection the stream came on is gone: a message on the next one
   // must prove the subscription live again before a download starts (what
   // is buffered stays; the sequence check judges the next message).
-  void OnConnectionLost() { live_ = false; }
+  // `restart_possible`: nothing will show a restart behind the reconnect
+  // but the event ids, which the next batch that continues the sequence
+  // must then continue (Index::RequireEventContinuity's rule, here for the
+  // buffered stream).
+  void OnConnectionLost() {
+    live_ = false;
+    continuity_required_ = true;
+  }
 
   // Whether a message (or the clear) proved the subscription live since
   // Begin() and no connection was lost since.
@@ -161,8 +175,18 @@ class Resync {
   // replay is as recent as the stream allows.
   bool ReplayDue(Clock::time_point now) const {
     return phase_ == Phase::kCatchingUp &&
-           (anchor_.ended() || (anchor_.state() == CatchUpAnchor::State::kUnavailable && now >= catch_up_until_));
+           (anchor_.ended() || (anchor_.state() == CatchUpAnchor::State::kUnavailable && now >= catch_up_until_) ||
+            (anchor_.bound_known() && now >= hold_limit_at_));
   }
+
+  // Serving, with stored events withheld until the catch-up's anchor comes
+  // (a resync released before it: see "Where the catch-up ends" above).
+  bool withholding() const { return withholding_.has_value(); }
+  // A live message about to be applied while withholding(): if it is the
+  // anchor, withholding ends before it is applied (it applies whole); past
+  // catch_up_max_ms from the snapshot, withholding ends unanchored
+  // (catch_ups_unanchored, warned once).
+  void OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_point now);
 
   // `timeout_ms` (the loop's own, -1 = none), shortened to the end of the
   // back-off if a download waits for it, or to the end of the catch-up.
@@ -170,6 +194,12 @@ class Resync {
 
  private:
   enum class Phase { kOff, kWaiting, kFetching, kCatchingUp };
+  // How a catch-up ended (Poll).
+  enum class Release { kAnchored, kTimed, kWithholding };
+  struct Withholding {
+    uint64_t bound;               // the anchor is a batch beyond it of fewer than 64 events
+    Clock::time_point until;      // then stores apply again without it
+  };
 
   // Downloading or loaded: a gap or an overflow now fails the resync.
   bool SnapshotUnderWay() const { return phase_ == Phase::kFetching || phase_ == Phase::kCatchingUp; }
@@ -183,6 +213,10 @@ class Resync {
   void Fail(const std::string& why, Clock::time_point now, bool keep_buffer = false);
   void Reset();  // stops the download, drops the buffer
   void DropBuffer();
+  void EndWithholding();
+  // Whether a batch that continues the buffered stream's sequence comes
+  // from its publisher (its event ids continue the last ones).
+  bool SamePublisher(const BatchPeek& peek) const;
   std::string StatusUrl() const;  // where the anchor reads (empty: nowhere)
   Clock::duration Backoff() const;
 
@@ -198,14 +232,22 @@ class Resync {
   // for gap counting and for resuming the cursor with nothing buffered.
   bool has_stream_sequence_ = false;
   uint64_t last_stream_sequence_ = 0;
+  // The last event id the stream showed, in a batch with events.
+  bool has_stream_ids_ = false;
+  uint64_t last_stream_event_id_ = 0;
+  bool continuity_required_ = false;  // a connection was lost since (OnConnectionLost)
   bool download_started_ever_ = false;
   Clock::time_point last_download_start_{};
   Clock::time_point catch_up_until_{};  // kCatchingUp without the anchor: when the replay is due
+  Clock::time_point snapshot_loaded_at_{};
+  Clock::time_point hold_limit_at_{};  // kCatchingUp with a bound: released (withholding) at the latest then
+  std::optional<Withholding> withholding_;
   CatchUpAnchor anchor_;
   uint32_t consecutive_failures_ = 0;
   DecodedMessage scratch_;
   WarnOnce unfinished_puts_warning_;
   WarnOnce anchor_unavailable_warning_;
+  WarnOnce unanchored_warning_;
 };
 
 }  // namespace sci

@@ -1,9 +1,13 @@
 #include "feed/status_request.h"
 
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "common/json_text.h"
 
 namespace sci {
@@ -11,6 +15,46 @@ namespace {
 
 // The status answer is a handful of counters: anything longer is not it.
 constexpr size_t kMaxStatusBytes = 64 << 10;
+
+// The first member name the object at the top of `text` (valid JSON) holds
+// twice, or empty. A parser keeps one of the two values, and which one is
+// the parser's choice: counters named twice say nothing certain.
+std::string DuplicateTopLevelName(std::string_view text) {
+  struct Names : nlohmann::json_sax<nlohmann::json> {
+    int depth = 0;
+    std::vector<std::string> seen;
+    std::string duplicate;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++depth, true; }
+    bool key(string_t& name) override {
+      if (depth != 1) return true;
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+        duplicate = name;
+        return false;
+      }
+      seen.push_back(name);
+      return true;
+    }
+    bool end_object() override { return --depth, true; }
+    bool start_array(std::size_t) override { return ++depth, true; }
+    bool end_array() override { return --depth, true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+  } names;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &names);
+  return names.duplicate;
+}
+
+// A cumulative 64-bit count that a real publisher can have reached: the
+// largest value is what a wrapped or uninitialised counter shows.
+bool IsCount(const nlohmann::json& value) {
+  return value.is_number_unsigned() && value.get<uint64_t>() != UINT64_MAX;
+}
 
 }  // namespace
 
@@ -22,18 +66,28 @@ bool ParsePublisherStatus(std::string_view body, PublisherStatus* out, std::stri
     *why = "not a JSON object";
     return false;
   }
-  if (const nlohmann::json* enabled = JsonMember(status, "enabled"); enabled != nullptr && *enabled == false) {
-    *why = "the publisher is not enabled";
+  if (std::string name = DuplicateTopLevelName(body); !name.empty()) {
+    *why = "\"" + absl::CHexEscape(name) + "\" appears twice";
     return false;
   }
+  if (const nlohmann::json* enabled = JsonMember(status, "enabled"); enabled != nullptr) {
+    if (!enabled->is_boolean()) {
+      *why = "enabled is not true or false";
+      return false;
+    }
+    if (*enabled == false) {
+      *why = "the publisher is not enabled";
+      return false;
+    }
+  }
   const nlohmann::json* batches = JsonMember(status, "published_batches");
-  if (batches == nullptr || !batches->is_number_unsigned()) {
-    *why = "no unsigned published_batches";
+  if (batches == nullptr || !IsCount(*batches)) {
+    *why = "no published_batches below 2^64 - 1";
     return false;
   }
   const nlohmann::json* dropped = JsonMember(status, "dropped_events");
-  if (dropped != nullptr && !dropped->is_number_unsigned()) {
-    *why = "dropped_events is not unsigned";
+  if (dropped != nullptr && !IsCount(*dropped)) {
+    *why = "dropped_events is not a count below 2^64 - 1";
     return false;
   }
   *out = PublisherStatus{};

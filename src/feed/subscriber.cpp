@@ -153,6 +153,7 @@ ResyncOptions ResyncOptionsOf(const SubscriberOptions& options) {
   r.spill_bytes = options.resync_spill_bytes;
   r.spill_dir = options.resync_spill_dir;
   r.catch_up_ms = options.resync_catch_up_ms;
+  r.catch_up_max_ms = options.resync_catch_up_max_ms;
   r.status_url = options.status_url;
   r.read_status = options.status_poll_ms != TailWatchOptions::kNever;
   r.proxy_from_env = options.proxy_from_env;
@@ -181,6 +182,7 @@ class Subscriber::Loop {
         index_(*index_share_),
         options_(options),
         endpoint_for_logs_(absl::CHexEscape(options.endpoint)),
+        current_endpoint_(options.endpoint),
         context_(1),
         resync_(index_, ResyncOptionsOf(options), wake_),
         tail_watch_(TailWatchOptionsOf(options), options.snapshot_url, wake_),
@@ -262,7 +264,7 @@ class Subscriber::Loop {
     }
     try {
       index_.SetAdoptionListener(nullptr);  // the wake-up goes with the thread
-      resync_.SetUrl({});  // stops a download; a stopped subscriber resyncs nothing
+      resync_.SetUrls({}, {});  // stops a download; a stopped subscriber resyncs nothing
     } catch (...) {
     }
     index_.counters().subscriber_connected.Set(false);
@@ -292,8 +294,10 @@ class Subscriber::Loop {
   void Serve() {
     doubt_since_ = Clock::now();  // nothing has proved the index's contents yet
     last_message_at_ = doubt_since_;
-    seen_clears_ = index_.counters().clears.Get();
+    seen_clear_epoch_ = index_.clear_epoch();
     while (true) {
+      // A disconnect's new socket that could not be made yet (out of memory).
+      if (reopen_pending_) ReopenAfterDisconnect();
       // Before sleeping: the sleep must end in time for a warning that is due.
       stuck_.Update(Clock::now(), StateForReport(), endpoint_for_logs_);
       zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
@@ -318,7 +322,9 @@ class Subscriber::Loop {
         // before any of its messages, so a message is never judged against a
         // stale idea of the connection.
         if (items[2].revents & ZMQ_POLLIN) DrainMonitor();
-        if (items[1].revents & ZMQ_POLLIN) DrainData(kMaxMessagesPerWake);
+        // (After a disconnect the socket polled may have been replaced:
+        // the new one is read at the next turn.)
+        if ((items[1].revents & ZMQ_POLLIN) && !reopen_pending_) DrainData(kMaxMessagesPerWake);
       }
       CheckStale(Clock::now());
       // Batches the master sent that never came (their removals lost) clear
@@ -395,7 +401,7 @@ class Subscriber::Loop {
       // If the socket already follows the new leader, nothing of the old
       // one may be resynced into it: no snapshot until the caller retries.
       if (switched) {
-        resync_.SetUrl({});
+        resync_.SetUrls({}, {});
         tail_watch_.SetStatusUrl({});
       }
       CompleteRetarget(ticket, SubscriberError::kNoMemory, {});
@@ -409,7 +415,11 @@ class Subscriber::Loop {
   // running out leaves the old leader followed whole; after it nothing
   // allocates but the log line.
   SubscriberError SwitchTo(PendingRetarget& request, std::string* error, bool* switched) {
-    std::string status_url = tail_watch_.StatusUrlFor(request.snapshot_url);
+    // Beside the new snapshot, never a configured one: that names the
+    // first master's admin server (1.3 kept reading it, and the new
+    // master's catch-up never ended).
+    std::string status_url = StatusUrlBeside(request.snapshot_url);
+    std::string resync_status_url = status_url;
     const std::string snapshot_for_logs =
         request.snapshot_url.empty() ? std::string("none") : absl::CHexEscape(request.snapshot_url);
     SubscriberError code = SubscriberError::kNone;
@@ -424,14 +434,15 @@ class Subscriber::Loop {
     doubt_since_ = Clock::now();
     // A new publisher is a new sequence space: what the index holds came
     // from the old one. Clear, then resync from the new snapshot.
-    resync_.SetUrl(std::move(request.snapshot_url));
+    current_endpoint_.swap(request.endpoint);
+    resync_.SetUrls(std::move(request.snapshot_url), std::move(resync_status_url));
     tail_watch_.SetStatusUrl(std::move(status_url));
     if (resync_.enabled()) {
       resync_.Begin(doubt_since_);
     } else {
       index_.Clear();
     }
-    seen_clears_ = index_.counters().clears.Get();
+    seen_clear_epoch_ = index_.clear_epoch();
     try {
       Logf(LogLevel::kInfo, "subscriber: retargeted to %s (snapshot %s)", endpoint_for_logs_, snapshot_for_logs);
     } catch (const std::bad_alloc&) {
@@ -456,7 +467,7 @@ class Subscriber::Loop {
   // socket already holds is buffered: a message left queued would be
   // applied after the hold ends, older than the snapshot it follows.
   void PollResync() {
-    if (resync_.ReplayDue(Clock::now()) && data_.handle() != nullptr) {
+    if (resync_.ReplayDue(Clock::now()) && data_.handle() != nullptr && !reopen_pending_) {
       DrainData(options_.receive_hwm > 0 ? options_.receive_hwm : -1);
     }
     if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
@@ -465,9 +476,9 @@ class Subscriber::Loop {
   // After anything that may have cleared the index (a gap, an all-cleared
   // event, the stale rule, sci_index_clear): refill it from the snapshot.
   void ResyncIfCleared(Clock::time_point now) {
-    const uint64_t clears = index_.counters().clears.Get();
-    if (clears == seen_clears_) return;
-    seen_clears_ = clears;
+    const uint64_t epoch = index_.clear_epoch();
+    if (epoch == seen_clear_epoch_) return;
+    seen_clear_epoch_ = epoch;
     // trusted_: the batch that made it came on this connection, which
     // proves the subscription live (the download needs no further message).
     if (resync_.enabled() && !resync_.active()) resync_.BeginAfterClear(now, trusted_);
@@ -475,7 +486,7 @@ class Subscriber::Loop {
 
   // The index serves again, as of the last buffered message.
   void OnResynced(Clock::time_point now) {
-    seen_clears_ = index_.counters().clears.Get();
+    seen_clear_epoch_ = index_.clear_epoch();
     // A reconnect during the download with no message since: a loss on the
     // new connection would go unseen; the stale rule decides.
     if (connected_ && resync_.live()) {
@@ -577,6 +588,8 @@ class Subscriber::Loop {
       resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
       return;
     }
+    // A resync released before its anchor: this batch may be it.
+    if (resync_.withholding()) resync_.OnLiveBatch(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
     bool applied = false;
     bool spans_made = false;
     try {
@@ -614,6 +627,19 @@ class Subscriber::Loop {
 
   void OnDisconnected(std::string_view address) {
     if (!connected_) return;  // a connection that never completed its handshake
+    if (options_.reconnect_policy == ReconnectPolicy::kResync) {
+      // Whatever is queued may be the old publisher's or, after a quick
+      // reconnect, a restarted one's: one queue, no boundary. None of it is
+      // applied; the socket goes with it.
+      MarkDisconnected();
+      reopen_pending_ = true;
+      Logf(LogLevel::kWarn,
+           "subscriber %s: disconnected from %s; a publisher restart behind it cannot be ruled out: index cleared, "
+           "reconnecting on a new socket%s (reconnect_policy resync)",
+           endpoint_for_logs_, EscapedForLogs(address), resync_.enabled() ? " and resyncing" : "");
+      ReopenAfterDisconnect();
+      return;
+    }
     // What is queued arrived before the disconnect: apply it while the
     // connection it came on still counts, so it cannot be mistaken later for
     // a message proving the next connection. If that fails, the connection
@@ -627,6 +653,27 @@ class Subscriber::Loop {
     MarkDisconnected();
     Logf(LogLevel::kWarn, "subscriber %s: disconnected from %s; index cleared if not back within %d ms",
          endpoint_for_logs_, EscapedForLogs(address), options_.stale_after_ms);
+  }
+
+  // ReconnectPolicy::kResync, after a disconnect: a new socket to the same
+  // endpoint (the old one's queue dropped with it), the index cleared, a
+  // resync started over. Retried at the loop's next turn if memory is short.
+  void ReopenAfterDisconnect() {
+    SubscriberError code = SubscriberError::kNone;
+    std::string error;
+    if (!OpenSocket(current_endpoint_, &code, &error)) {
+      // It connected before: ZeroMQ refusing it now is not expected. The
+      // old socket stays, unread, and the index cleared; retried.
+      Logf(LogLevel::kError, "subscriber %s: cannot reconnect: %s", endpoint_for_logs_, error);
+    } else {
+      reopen_pending_ = false;
+    }
+    if (resync_.active()) {
+      resync_.Begin(Clock::now());  // what it buffered may be the old publisher's
+    } else {
+      index_.Clear();  // ResyncIfCleared starts the resync
+    }
+    index_.counters().disconnect_clears.Add();  // after the clear: whoever sees it sees the index cleared
   }
 
   // Allocates nothing.
@@ -733,7 +780,7 @@ class Subscriber::Loop {
       // Memory is still short (Fail's message): the index is empty already,
       // and held if a resync was under way.
     }
-    seen_clears_ = index_.counters().clears.Get();
+    seen_clear_epoch_ = index_.clear_epoch();
     try {
       Logf(LogLevel::kError, "subscriber %s: %s; index cleared, resuming in %d ms", endpoint_for_logs_, what,
            kFailurePauseMs);
@@ -750,6 +797,7 @@ class Subscriber::Loop {
   Index& index_;
   const SubscriberOptions options_;
   std::string endpoint_for_logs_;  // changes on a retarget (the loop's thread only, once it runs)
+  std::string current_endpoint_;   // likewise: what a socket reopened after a disconnect connects to
 
   WakeSignal wake_;
   // Declared before the sockets: destroyed after them, once they are closed.
@@ -782,7 +830,10 @@ class Subscriber::Loop {
   bool connected_ = false;      // a handshake succeeded and no disconnect since
   bool trusted_ = false;        // connected_, and a message applied on this connection
   bool stale_handled_ = false;  // the doubt since doubt_since_ already led to a clear (or nothing to clear)
-  uint64_t seen_clears_ = 0;    // the clears counter as last looked at (see ResyncIfCleared)
+  uint64_t seen_clear_epoch_ = 0;  // Index::clear_epoch() as last looked at (see ResyncIfCleared)
+  // A disconnect under ReconnectPolicy::kResync whose socket is still to be
+  // replaced: nothing is read from the old one meanwhile (OnDisconnected).
+  bool reopen_pending_ = false;
   Clock::time_point doubt_since_{};
   std::vector<zmq::message_t> frames_;
   std::vector<std::span<const uint8_t>> spans_;
@@ -864,6 +915,15 @@ std::string CheckOptions(const SubscriberOptions& options) {
     if (!FitsInt(value)) return sci::StrFormat("%s %d is too large (at most %d)", name, value, INT_MAX);
   }
   if (options.resync_min_interval_ms == 0) return "resync_min_interval_ms is 0";
+  if (options.resync_catch_up_max_ms == 0) return "resync_catch_up_max_ms is 0";
+  if (!FitsInt(options.resync_catch_up_max_ms)) {
+    return sci::StrFormat("resync_catch_up_max_ms %d is too large (at most %d)", options.resync_catch_up_max_ms,
+                          INT_MAX);
+  }
+  if (options.reconnect_policy != ReconnectPolicy::kResync &&
+      options.reconnect_policy != ReconnectPolicy::kTrustEventIds) {
+    return sci::StrFormat("reconnect_policy %d is not a policy", static_cast<uint32_t>(options.reconnect_policy));
+  }
   if (options.snapshot_timeout_ms == 0) return "snapshot_timeout_ms is 0";
   if (options.resync_buffer_bytes == 0) return "resync_buffer_bytes is 0";
   if (options.receive_hwm < 0) return sci::StrFormat("receive_hwm %d is negative", options.receive_hwm);

@@ -44,9 +44,29 @@
 #include <thread>
 #include <vector>
 
+#include "feed/resync.h"
 #include "index/index.h"
 
 namespace sci {
+
+// What a disconnect means for the index (docs/operations.md, "Reconnects").
+// A publisher that restarted while we were away may resume at our cursor + 1
+// with event ids that continue ours too (one-event batches: ids equal
+// sequences on both sides), which nothing on the wire tells from the same
+// publisher; and libzmq keeps one receive queue across a reconnect, so the
+// old publisher's last batches and the new one's first share it with no
+// boundary.
+enum class ReconnectPolicy : uint32_t {
+  // Default: every real disconnect clears the index, drops the receive
+  // queue (a new socket) and resyncs (disconnect_clears). No restart can
+  // hide behind it; a blip costs a resync.
+  kResync = 0,
+  // 1.3's rule: the next batch that continues the sequence must continue
+  // the event ids too, else it is a restart (restarts_suspected). A blip
+  // costs nothing; a restart whose sequence and ids both continue goes
+  // unseen (docs/operations.md states the limit).
+  kTrustEventIds = 1,
+};
 
 struct SubscriberOptions {
   static constexpr uint32_t kDefaultReconnectMs = 100;
@@ -76,6 +96,7 @@ struct SubscriberOptions {
   uint32_t reconnect_max_ms = kDefaultReconnectMaxMs;
   uint32_t stale_after_ms = kDefaultStaleAfterMs;
   int receive_hwm = kDefaultReceiveHwm;
+  ReconnectPolicy reconnect_policy = ReconnectPolicy::kResync;
 
   // ---- resync ----
   // "http(s)://master:9003/get_all_keys"; empty = no resync. Must be empty
@@ -93,6 +114,10 @@ struct SubscriberOptions {
   // How long the stream is still buffered once the snapshot is loaded,
   // before the replay (feed/resync.h: a snapshot can be ahead of the stream).
   uint32_t resync_catch_up_ms = kDefaultResyncCatchUpMs;
+  // A catch-up released before its anchor withholds stored events until
+  // the anchor comes, at most this long after the snapshot while batches
+  // flow (feed/resync.h); > 0.
+  uint32_t resync_catch_up_max_ms = ResyncOptions::kDefaultCatchUpMaxMs;
   // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).
   bool proxy_from_env = false;
 

@@ -73,7 +73,22 @@ void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
   // Sequences start at 1 and every sent batch takes one: a master that has
   // sent more batches than our cursor sent some we have not seen. Fewer: a
   // restarted publisher, judged by the event ids (Index::RequireEventContinuity).
-  const uint64_t published_batches = request->status().published_batches;
+  const PublisherStatus& status = request->status();
+  const uint64_t published_batches = status.published_batches;
+  // Evidence, not authority: counters that cannot account for the batches
+  // already applied are another publisher's, or were reset (a restart the
+  // stream itself shows). They prove no loss.
+  if (stats.has_sequence && status.has_dropped_events &&
+      published_batches + status.dropped_events + 1 < stats.last_sequence) {
+    index.counters().status_refused.Add();
+    if (refused_warning_.First()) {
+      Logf(LogLevel::kWarn,
+           "publisher status %s: %d batches published and %d events dropped cannot account for batch %d, already "
+           "applied: not this stream's publisher, or its counters were reset; ignored (status_refused)",
+           absl::CHexEscape(url_), published_batches, status.dropped_events, stats.last_sequence);
+    }
+    return;
+  }
   if (stats.has_sequence && published_batches > stats.last_sequence) {
     suspect_ = Suspect{stats.last_sequence, published_batches, now + Grace()};
   }

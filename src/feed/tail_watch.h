@@ -82,6 +82,7 @@ class TailWatch {
   Clock::time_point next_read_{};  // no read before (interval, back-off)
   uint32_t consecutive_failures_ = 0;
   std::optional<Suspect> suspect_;
+  WarnOnce refused_warning_;
   WarnOnce unavailable_warning_;
 };
 

@@ -44,6 +44,22 @@ struct BatchEventIds {
   uint64_t last = 0;
 };
 
+// What applying one batch did to the sequence and the tables. The feed
+// (the subscriber, a resync's replay) steers by this; the counters only
+// report it.
+struct BatchOutcome {
+  enum class Sequence : uint8_t {
+    kFirst,      // no cursor before it: it begins a history
+    kContinued,  // last + 1, and its event ids (if any) continue the last batch's
+    kDuplicate,  // the last sequence again: ignored
+    kGap,        // a sequence other than last + 1: cleared first
+    kRestart,    // last + 1 but not the same publisher (event ids): cleared first
+  };
+  Sequence sequence = Sequence::kFirst;
+  bool cleared = false;  // the tables were emptied (a gap, a restart, an all-cleared event)
+  bool applied() const { return sequence != Sequence::kDuplicate; }
+};
+
 struct Event {
   EventKind kind = EventKind::kIgnored;
   std::string_view object_key;

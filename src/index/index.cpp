@@ -36,10 +36,12 @@ void Index::RequireEventContinuity() {
   continuity_required_ = true;
 }
 
-void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules,
-                       const BatchEventIds& ids) {
+BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules,
+                               const BatchEventIds& ids) {
   WriterLock apply(apply_mu_);
   BatchTally tally;  // what the events did; added to the counters once, below
+  BatchOutcome outcome;
+  const uint64_t epoch_before = clear_epoch_.load(std::memory_order_relaxed);
   // Everything in the try, logging included: a batch that fails anywhere,
   // even before its first event, is lost with its removals, and the cursor
   // would not show it.
@@ -50,33 +52,32 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
     if (has_sequence_ && sequence == last_sequence_) {
       counters_.duplicate_batches.Add();
       Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
-      return;
+      outcome.sequence = BatchOutcome::Sequence::kDuplicate;
+      return outcome;
     }
     const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
-    // After a lost connection, a batch that continues the sequence must
-    // continue the event ids too (RequireEventContinuity); one without ids
-    // cannot show it. Judged on the first batch with events.
-    bool restart = false;
-    if (continuity_required_ && (!has_sequence_ || gap)) continuity_required_ = false;  // judged by the cursor
-    if (continuity_required_ && !events.empty()) {
-      continuity_required_ = false;
-      restart = !(ids.known && has_event_id_ && ids.first == last_event_id_ + 1);
-    }
+    const bool restart = has_sequence_ && !gap && !events.empty() && !SamePublisher(ids);
+    if (has_sequence_ && !gap && !events.empty()) continuity_required_ = false;  // judged just now
+    if (!has_sequence_ || gap) continuity_required_ = false;  // judged by the cursor
+    outcome.sequence = !has_sequence_ ? BatchOutcome::Sequence::kFirst
+                       : gap          ? BatchOutcome::Sequence::kGap
+                       : restart      ? BatchOutcome::Sequence::kRestart
+                                      : BatchOutcome::Sequence::kContinued;
     // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
     const bool withhold_stores =
-        rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1;
+        withhold_all_stores_ ||
+        (rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1);
     if (gap) {
       // Lost batches (or a restarted publisher): what we hold may be stale, and
       // stale means false hits. Start over from this batch.
       counters_.sequence_gaps.Add();
       Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", last_sequence_ + 1, sequence);
       ClearTables();
-      counters_.clears.Add();
+      CountClear();
     } else if (restart) {
       if (ids.known && has_event_id_) {
         Logf(LogLevel::kWarn,
-             "publisher restart suspected: batch %d follows %d after a reconnect, but its first event id is %d, "
-             "not %d; index cleared",
+             "publisher restart: batch %d follows %d, but its first event id is %d, not %d; index cleared",
              sequence, last_sequence_, ids.first, last_event_id_ + 1);
       } else {
         Logf(LogLevel::kWarn,
@@ -85,7 +86,7 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
              sequence, last_sequence_);
       }
       ClearTables();
-      counters_.clears.Add();
+      CountClear();
       counters_.restarts_suspected.Add();  // after the clear: whoever sees it sees the index cleared
     }
     uint64_t withheld = 0;
@@ -101,15 +102,15 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
     AddTally(tally);
     if (withheld > 0) {
       counters_.stores_withheld.Add(withheld);
-      Logf(LogLevel::kInfo, "batch %d begins a run after a possible loss: %d stored events withheld", sequence,
-           withheld);
+      Logf(LogLevel::kInfo, "batch %d: %d stored events withheld (%s)", sequence, withheld,
+           withhold_all_stores_ ? "a resync's catch-up is not anchored yet" : "it begins a run after a possible loss");
     }
   } catch (const std::bad_alloc&) {
     // Part of the batch is applied and the rest is lost: the only state we
     // can vouch for is the empty one. (What was applied is still counted.)
     AddTally(tally);
     ClearTables();
-    counters_.clears.Add();
+    CountClear();
     Logf(LogLevel::kError, "out of memory applying batch %d; index cleared", sequence);
     throw;
   }
@@ -123,12 +124,26 @@ void Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, Sequenc
     last_event_id_ = ids.last;
   }
   counters_.batches_applied.Add();
+  outcome.cleared = clear_epoch_.load(std::memory_order_relaxed) != epoch_before;
+  return outcome;
+}
+
+bool Index::SamePublisher(const BatchEventIds& ids) const {
+  // Both sides numbered: one publisher's ids run on from batch to batch.
+  if (ids.known && has_event_id_) return ids.first == last_event_id_ + 1;
+  // After a lost connection nothing else can show it (RequireEventContinuity).
+  return !continuity_required_;
+}
+
+void Index::CountClear() {
+  counters_.clears.Add();
+  clear_epoch_.fetch_add(1, std::memory_order_release);
 }
 
 void Index::Clear() {
   WriterLock apply(apply_mu_);
   ClearTables();
-  counters_.clears.Add();
+  CountClear();
 }
 
 void Index::Hold() {
@@ -144,13 +159,26 @@ void Index::Release() {
   held_.store(false, std::memory_order_relaxed);
 }
 
-void Index::ResumeAt(uint64_t sequence) {
+void Index::ResumeAt(const Cursor& cursor) {
   WriterLock apply(apply_mu_);
+  const uint64_t sequence = cursor.last_sequence;
   has_sequence_ = true;
-  has_event_id_ = false;  // unknown: a later reconnect cannot prove continuity (a resync then)
+  // Unknown ids: a later reconnect cannot prove continuity (a resync then).
+  has_event_id_ = cursor.has_event_id;
+  last_event_id_ = cursor.last_event_id;
   last_sequence_ = sequence;
   last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
   has_sequence_mirror_.store(true, std::memory_order_relaxed);
+}
+
+Index::Cursor Index::cursor() const {
+  WriterLock apply(apply_mu_);
+  return Cursor{has_sequence_, last_sequence_, has_event_id_, last_event_id_};
+}
+
+void Index::WithholdStores(bool withhold) {
+  WriterLock apply(apply_mu_);
+  withhold_all_stores_ = withhold;
 }
 
 void Index::LoadKeys(std::span<const std::string_view> keys) {
@@ -187,7 +215,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
   switch (event.kind) {
     case EventKind::kAllCleared:
       ClearTables();
-      counters_.clears.Add();
+      CountClear();
       ++tally.events_applied;
       Logf(LogLevel::kInfo, "all objects cleared by the publisher (batch %d)", sequence);
       return;
@@ -223,9 +251,13 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
   // fraction of a DRAM round trip per event instead of several.
   WarmUp(key, labelled ? &group : nullptr);
   if (event.kind == EventKind::kStored) MakeRoom(key, labelled ? &group : nullptr);
-  // Under the object rule every key's media stay unknown (0).
+  // Under the object rule every key's media stay unknown (0). So do those
+  // a first-generation master names (1.3.0): it evicts memory and keeps the
+  // disk copy without an event, so a `stored cpu` proves no tier; the key
+  // counts at the slowest tier and falls to any removal.
   const bool per_medium = residency_ == Residency::kPerMedium;
-  const MediaSet medium = per_medium ? media_names_.BitOf(event.medium) : 0;
+  const bool media_known = per_medium && event.generation != PublisherGeneration::kFirst;
+  const MediaSet medium = media_known ? media_names_.BitOf(event.medium) : 0;
   const bool removal = event.kind == EventKind::kRemoved;
   // A first-generation master announces `removed` once no replica is left,
   // whatever medium it names: under any residency option such a removal

@@ -200,19 +200,32 @@ class Index {
   // A resync replaying buffered messages goes through here too, so the
   // first of them begins a run like any batch after a clear.
   // `ids`: the batch's event_id numbers, when its format carries them (the
-  // Mooncake production format), for RequireEventContinuity.
-  void ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules = SequenceRules::kPlain,
-                  const BatchEventIds& ids = {}) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Mooncake production format). One publisher numbers its events in the
+  // order it numbers its batches, so a batch that continues the sequence
+  // continues the ids too (first = last applied + 1): one that does not is
+  // another publisher at the same sequence (a restart), and clears like a
+  // gap (restarts_suspected). Judged on every continuing batch whose ids
+  // and whose predecessor's are known; see RequireEventContinuity for the
+  // batches that cannot show them.
+  BatchOutcome ApplyBatch(uint64_t sequence, std::span<const Event> events,
+                          SequenceRules rules = SequenceRules::kPlain, const BatchEventIds& ids = {})
+      ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // The connection the batches came on was lost (issue #35 §2): a publisher
   // that restarted meanwhile starts its sequence at 1 again, and if it sent
   // exactly as many batches as our cursor before we reconnected, its next
   // batch looks like last + 1. So the next batch with events that continues
-  // the sequence must also continue the event ids (first = last applied + 1),
-  // which a restart resets; otherwise it is read as a restart: the index is
-  // cleared (restarts_suspected) and the batch begins a run. A network blip
-  // that was not a restart costs nothing.
+  // the sequence must show the same publisher: its event ids continue the
+  // last ones (always checked), and a batch without ids, or after a batch
+  // without ids, cannot show it and is read as a restart: the index is
+  // cleared (restarts_suspected) and the batch begins a run.
   void RequireEventContinuity() ABSL_LOCKS_EXCLUDED(apply_mu_);
+
+  // Counts every emptying of the tables by a clear (a gap, a restart, an
+  // all-cleared event, Clear(), the loop's recovery), for whoever must act
+  // on one whoever made it (the subscriber resyncs). Not a counter: it
+  // steers; `clears` in the stats reports.
+  uint64_t clear_epoch() const { return clear_epoch_.load(std::memory_order_acquire); }
 
   // Forgets keys, groups and the cursor; counts a clear.
   void Clear() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
@@ -227,10 +240,25 @@ class Index {
   void Hold() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
   // Ends the hold: queries see the index again.
   void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
-  // Sets the cursor to `sequence` as if that batch had just been applied;
-  // nothing else changes, nothing is counted. For a resync with nothing
-  // buffered: the stream goes on after the batch that made the clear.
-  void ResumeAt(uint64_t sequence) ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // Where the stream stands: the last batch applied and the last event id
+  // it carried (what the next batch must continue).
+  struct Cursor {
+    bool has_sequence = false;
+    uint64_t last_sequence = 0;
+    bool has_event_id = false;
+    uint64_t last_event_id = 0;
+  };
+  Cursor cursor() const ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // Sets the cursor as if its batch had just been applied; nothing else
+  // changes, nothing is counted. For a resync with nothing buffered: the
+  // stream goes on after the batch that made the clear.
+  void ResumeAt(const Cursor& cursor) ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // While on, every stored event is withheld (stores_withheld), whatever
+  // the batch: a resync that released its hold before its catch-up was
+  // anchored (resync.h), so that a store older than its snapshot cannot
+  // bring back a key the snapshot had seen removed. Removals and clears
+  // still apply: only hits are lost, never made.
+  void WithholdStores(bool withhold) ABSL_LOCKS_EXCLUDED(apply_mu_);
   bool held() const { return held_.load(std::memory_order_relaxed); }
 
   // Stores `keys` in the default tenant under no group, leaving the cursor
@@ -608,6 +636,11 @@ class Index {
   void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void EmptyTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Whether a batch continuing the sequence with `ids` comes from the
+  // publisher of the last one (ApplyBatch).
+  bool SamePublisher(const BatchEventIds& ids) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Counts a clear the tables have just had (stats and clear_epoch()).
+  void CountClear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
   // Grows, ahead of a store, the key and group tables it may insert into,
   // building each grown table outside tables_lock_ and swapping it in under
@@ -705,7 +738,7 @@ class Index {
 
   // Serialises writers; guards the cursor and the generation counter.
   // Taken before tables_lock_, never after it.
-  AnnotatedMutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
+  mutable AnnotatedMutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
   bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
   // The last applied batch's last event id, if its events all had one
@@ -713,6 +746,8 @@ class Index {
   bool has_event_id_ ABSL_GUARDED_BY(apply_mu_) = false;
   uint64_t last_event_id_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool continuity_required_ ABSL_GUARDED_BY(apply_mu_) = false;
+  std::atomic<uint64_t> clear_epoch_{0};  // see clear_epoch()
+  bool withhold_all_stores_ ABSL_GUARDED_BY(apply_mu_) = false;  // WithholdStores
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // See Hold(). Written by the writer; readers test it with tables_lock_
   // held, so a reader that can see a snapshot key also sees the hold.

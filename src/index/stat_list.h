@@ -79,7 +79,11 @@
   X(keys_tier0, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 0 (medium_tiers; media unknown: the slowest tier).") \
   X(keys_tier1, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 1.")                                 \
   X(keys_tier2, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 2.")                                 \
-  X(keys_tier3, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 3.")
+  X(keys_tier3, uint64_t, GAUGE, TABLES, "Keys whose fastest medium is at tier 3.")                                 \
+  X(status_refused, uint64_t, COUNTER, SUBSCRIBER, "Publisher status answers refused: a bound below what the stream showed (another publisher's or reset counters), or values out of range.") \
+  X(resyncs_withholding, uint64_t, COUNTER, SUBSCRIBER, "Resyncs released before their catch-up was anchored (a quiet master, or the hold's limit): stored events withheld until the anchor.") \
+  X(catch_ups_unanchored, uint64_t, COUNTER, SUBSCRIBER, "Catch-ups whose anchor never came within resync_catch_up_max_ms: stored events applied again without it.") \
+  X(disconnect_clears, uint64_t, COUNTER, SUBSCRIBER, "Disconnects that cleared the index because a publisher restart behind them could not be ruled out (reconnect_policy resync): each resynced if configured.")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

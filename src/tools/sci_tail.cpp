@@ -242,7 +242,14 @@ class Tail {
         if (zmq_errno() == EINTR) continue;
         return;
       }
-      if (items[2].revents & ZMQ_POLLIN) return;
+      if (items[2].revents & ZMQ_POLLIN) {
+        // A handshake already done but not yet read off the monitor still
+        // counts: libzmq reports it before the subscription goes out, so a
+        // publisher that saw us subscribe (the signal's sender may have
+        // waited for that) sees us report connected.
+        DrainMonitor();
+        return;
+      }
       if (items[1].revents & ZMQ_POLLIN) DrainMonitor();
       if (items[0].revents & ZMQ_POLLIN) {
         while ((max_messages_ == 0 || received_ < max_messages_) && ReceiveOne()) {

@@ -29,7 +29,7 @@ bool FirstSightOfKeylessType(std::string_view type) {
 }  // namespace
 
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames, DecodedMessage& scratch,
-                  std::string* error) {
+                  std::string* error, BatchOutcome* outcome) {
   try {
     std::string reason;
     if (!DecodeMessage(frames, &scratch, &reason)) {
@@ -63,7 +63,9 @@ bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames
   const SequenceRules rules =
       scratch.format == WireFormat::kMooncake ? SequenceRules::kMooncakeProduction : SequenceRules::kPlain;
   const BatchEventIds ids{scratch.event_ids_known, scratch.first_event_id, scratch.last_event_id};
-  index.ApplyBatch(scratch.sequence, scratch.events, rules, ids);  // clears the index itself if it throws
+  // Clears the index itself if it throws.
+  const BatchOutcome applied = index.ApplyBatch(scratch.sequence, scratch.events, rules, ids);
+  if (outcome != nullptr) *outcome = applied;
   return true;
 }
 

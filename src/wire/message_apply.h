@@ -19,8 +19,9 @@ namespace sci {
 // SequenceRules::kMooncakeProduction (a run's first batch has its stores withheld), every other
 // format under the plain rules. std::bad_alloc anywhere in here (decoding, logging, applying)
 // clears the index before it propagates: a message that could not be applied may have removed
-// keys, and its loss would not show in the cursor.
+// keys, and its loss would not show in the cursor. `outcome` (may be null): what the batch did
+// (Index::ApplyBatch), written when it returns true.
 bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames,
-                  DecodedMessage& scratch, std::string* error);
+                  DecodedMessage& scratch, std::string* error, BatchOutcome* outcome = nullptr);
 
 }  // namespace sci

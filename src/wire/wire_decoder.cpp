@@ -360,7 +360,9 @@ class PayloadDecoder {
   bool ReadEventId(uint32_t i, std::string_view key, MapEventFields* f) {
     if (reader_.PeekType() == MsgpackType::kNil) return reader_.ReadNil();
     if (!reader_.ReadUint64(&f->event_id)) return ReadFailure(FieldName(i, key), "uint or nil");
-    f->has_event_id = true;
+    // Both publishers number events from 1 (next_event_id_{1}): a 0 is no
+    // publisher's number, and shows nothing about continuity.
+    f->has_event_id = f->event_id != 0;
     return true;
   }
 

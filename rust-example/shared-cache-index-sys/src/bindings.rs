@@ -20,6 +20,8 @@ pub const SCI_LAYOUT_SGLANG: i32 = 0;
 pub const SCI_LAYOUT_VLLM: i32 = 1;
 pub const SCI_TIERS_MAX: i32 = 4;
 pub const SCI_TIER_ABSENT: i32 = 255;
+pub const SCI_RECONNECT_RESYNC: i32 = 0;
+pub const SCI_RECONNECT_EVENT_IDS: i32 = 1;
 pub const SCI_LOG_DEBUG: i32 = 0;
 pub const SCI_LOG_INFO: i32 = 1;
 pub const SCI_LOG_WARN: i32 = 2;
@@ -246,6 +248,9 @@ extern "C" {
 }
 extern "C" {
     pub fn sci_index_clear(index: *mut sci_index);
+}
+extern "C" {
+    pub fn sci_index_note_reconnect(index: *mut sci_index);
 }
 pub type sci_event_kind = i32;
 #[repr(C)]
@@ -1235,12 +1240,14 @@ pub struct sci_subscriber_options {
     pub redis_endpoint: sci_str,
     pub status_url: sci_str,
     pub status_poll_ms: u32,
+    pub reconnect_policy: u32,
+    pub resync_catch_up_max_ms: u32,
 }
 #[test]
 fn bindgen_test_layout_sci_subscriber_options() {
     assert_eq!(
         ::std::mem::size_of::<sci_subscriber_options>(),
-        160usize,
+        168usize,
         concat!("Size of: ", stringify!(sci_subscriber_options))
     );
     assert_eq!(
@@ -1520,6 +1527,40 @@ fn bindgen_test_layout_sci_subscriber_options() {
         );
     }
     test_field_status_poll_ms();
+    fn test_field_reconnect_policy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reconnect_policy) as usize - ptr as usize
+            },
+            156usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(reconnect_policy)
+            )
+        );
+    }
+    test_field_reconnect_policy();
+    fn test_field_resync_catch_up_max_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_subscriber_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resync_catch_up_max_ms) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_subscriber_options),
+                "::",
+                stringify!(resync_catch_up_max_ms)
+            )
+        );
+    }
+    test_field_resync_catch_up_max_ms();
 }
 extern "C" {
     pub fn sci_subscriber_start(
@@ -1590,12 +1631,16 @@ pub struct sci_stats {
     pub keys_tier1: u64,
     pub keys_tier2: u64,
     pub keys_tier3: u64,
+    pub status_refused: u64,
+    pub resyncs_withholding: u64,
+    pub catch_ups_unanchored: u64,
+    pub disconnect_clears: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        384usize,
+        416usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -2436,6 +2481,74 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_keys_tier3();
+    fn test_field_status_refused() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status_refused) as usize - ptr as usize
+            },
+            384usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(status_refused)
+            )
+        );
+    }
+    test_field_status_refused();
+    fn test_field_resyncs_withholding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).resyncs_withholding) as usize - ptr as usize
+            },
+            392usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(resyncs_withholding)
+            )
+        );
+    }
+    test_field_resyncs_withholding();
+    fn test_field_catch_ups_unanchored() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).catch_ups_unanchored) as usize - ptr as usize
+            },
+            400usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(catch_ups_unanchored)
+            )
+        );
+    }
+    test_field_catch_ups_unanchored();
+    fn test_field_disconnect_clears() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disconnect_clears) as usize - ptr as usize
+            },
+            408usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(disconnect_clears)
+            )
+        );
+    }
+    test_field_disconnect_clears();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;
