@@ -158,7 +158,7 @@ TEST(AnchoredCatchUp, AQuietMastersResyncServesAtOnceAndWithholdsStoresUntilTheA
   master.Store("third");  // batch 3, one event: the anchor, applied whole
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 3; }, 10s));
   EXPECT_TRUE(index.Contains({}, "third"));
-  EXPECT_EQ(log.Count(LogLevel::kInfo, "catch-up anchored at batch 3 (beyond 2); stored events applied again"), 1u);
+  EXPECT_EQ(log.Count(LogLevel::kInfo, "the anchor came, batch 3 (beyond 2); stored events applied again"), 1u);
   master.Store("fourth");
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "fourth"); }, 10s));
   EXPECT_EQ(index.GetStats().catch_ups_unanchored, 0u);

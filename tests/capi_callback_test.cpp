@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -254,6 +256,32 @@ TEST_F(CapiCallback, AFailedStartLeavesTheIndexFreeForAnother) {
   EXPECT_EQ(sci_subscriber_start(h.index, &options, &sub), SCI_ERR_INVALID_ARGUMENT);
   const sci_subscriber_options good = StaleQuickly();
   ASSERT_EQ(sci_subscriber_start(h.index, &good, &sub), SCI_OK) << sci_last_error();
+  sci_subscriber_stop(sub);
+}
+
+// 1.3.0's options: a reconnect policy that is neither is refused by name;
+// zero keeps the defaults; a caller built before them (a smaller
+// struct_size) gets the defaults.
+TEST_F(CapiCallback, TheReconnectPolicyAndTheCatchUpLimitAreChecked) {
+  IndexHandle h;
+  sci_subscriber_options options = StaleQuickly();
+  options.reconnect_policy = 2;
+  sci_subscriber* sub = nullptr;
+  EXPECT_EQ(sci_subscriber_start(h.index, &options, &sub), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("opts->reconnect_policy 2"), std::string::npos) << sci_last_error();
+  for (const uint32_t policy : {uint32_t{SCI_RECONNECT_RESYNC}, uint32_t{SCI_RECONNECT_EVENT_IDS}}) {
+    options.reconnect_policy = policy;
+    options.resync_catch_up_max_ms = policy == SCI_RECONNECT_RESYNC ? 0 : 5000;
+    ASSERT_EQ(sci_subscriber_start(h.index, &options, &sub), SCI_OK) << sci_last_error();
+    sci_subscriber_stop(sub);
+  }
+  options.resync_catch_up_max_ms = 0x80000000u;
+  EXPECT_EQ(sci_subscriber_start(h.index, &options, &sub), SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sci_last_error()).find("resync_catch_up_max_ms"), std::string::npos) << sci_last_error();
+  sci_subscriber_options older = StaleQuickly();
+  older.reconnect_policy = 99;  // not covered by its struct_size: never read
+  older.struct_size = offsetof(sci_subscriber_options, reconnect_policy);
+  ASSERT_EQ(sci_subscriber_start(h.index, &older, &sub), SCI_OK) << sci_last_error();
   sci_subscriber_stop(sub);
 }
 

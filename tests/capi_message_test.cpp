@@ -65,6 +65,47 @@ TEST(CapiApplyMessage, GoldenBasicLeavesTheExpectedKeys) {
   EXPECT_EQ(stats.last_sequence, 5u);
 }
 
+// One production batch under `sequence` whose one event stores `key` with
+// no event id (nil): it cannot show which publisher sent it.
+std::vector<std::string> UnnumberedStore(uint64_t sequence, const std::string& key) {
+  std::string seq(8, '\0');
+  for (int i = 0; i < 8; ++i) seq[7 - i] = static_cast<char>((sequence >> (8 * i)) & 0xff);
+  std::string payload("\x93\x00\x91\x83", 4);  // [0, [{3 fields}], ...
+  payload += "\xaa" "event_type" "\xa6" "stored";
+  payload += "\xaa" "object_key" + std::string(1, static_cast<char>(0xa0 | key.size())) + key;
+  payload += std::string("\xa8" "event_id") + '\xc0';
+  payload += std::string(1, '\0');  // ... dp_rank 0]
+  return {std::string(), seq, payload};
+}
+
+sci_status ApplyFrames(sci_index* index, const std::vector<std::string>& message) {
+  std::vector<sci_bytes> frames;
+  for (const std::string& f : message) frames.push_back(sci_bytes{reinterpret_cast<const uint8_t*>(f.data()), f.size()});
+  return sci_index_apply_message(index, frames.data(), frames.size());
+}
+
+// 1.3.0: a caller reading its own socket says it reconnected; the next
+// batch that continues the sequence must then show the same publisher by
+// its event ids, which one without ids cannot. Without the call the same
+// batch is taken as it comes (the ids of numbered batches are checked in
+// any case).
+TEST(CapiApplyMessage, AfterANotedReconnectABatchWithoutEventIdsIsARestart) {
+  const std::vector<GoldenMessage> basic = LoadCapture("basic");
+  ASSERT_EQ(basic.size(), 5u);
+  for (const bool noted : {false, true}) {
+    IndexHandle h;
+    for (const GoldenMessage& message : basic) ASSERT_EQ(Apply(h.index, message), SCI_OK) << sci_last_error();
+    if (noted) sci_index_note_reconnect(h.index);
+    ASSERT_EQ(ApplyFrames(h.index, UnnumberedStore(6, "x")), SCI_OK) << sci_last_error();
+    const sci_stats stats = Stats(h.index);
+    EXPECT_EQ(stats.restarts_suspected, noted ? 1u : 0u);
+    EXPECT_EQ(Contains(h.index, "", kPageHash + "_0_k"), !noted) << "noted " << noted;
+    EXPECT_EQ(Contains(h.index, "", "x"), !noted) << "a restart's first batch withholds its stores";
+    EXPECT_EQ(stats.last_sequence, 6u);
+  }
+  sci_index_note_reconnect(nullptr);  // a no-op
+}
+
 TEST(CapiApplyMessage, GoldenOverflowCountsItsGapsAndBurstItsKeys) {
   IndexHandle overflow, burst;
   for (const GoldenMessage& message : LoadCapture("overflow")) ASSERT_EQ(Apply(overflow.index, message), SCI_OK);

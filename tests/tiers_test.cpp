@@ -31,6 +31,29 @@ constexpr uint8_t kAbsent = MediumTiers::kAbsent;
 
 // ---- the map ----
 
+// 1.3.0: a first-generation master evicts memory and keeps the disk copy
+// without an event, so its `stored cpu` proves no tier: such a key counts
+// at the slowest tier even under per-medium residency. The second
+// generation announces every medium: its `stored cpu` is tier 0.
+TEST(TiersByGeneration, AFirstGenerationStoreProvesNoTier) {
+  for (const PublisherGeneration generation : {PublisherGeneration::kFirst, PublisherGeneration::kSecond}) {
+    IndexOptions options;
+    options.residency = Residency::kPerMedium;
+    Index index(options);
+    Event stored;
+    stored.kind = EventKind::kStored;
+    stored.object_key = "k";
+    stored.medium = "cpu";
+    stored.generation = generation;
+    index.ApplyBatch(1, std::span<const Event>(&stored, 1));
+    const Stats stats = index.GetStats();
+    const bool first = generation == PublisherGeneration::kFirst;
+    EXPECT_EQ(stats.keys_tier0, first ? 0u : 1u);
+    EXPECT_EQ(stats.keys_tier1, first ? 1u : 0u);
+    EXPECT_TRUE(index.Contains({}, "k"));
+  }
+}
+
 TEST(MediumTiersMap, TheDefaultIsCpuThenDisk) {
   MediumTiers tiers;
   std::string error;

@@ -353,7 +353,7 @@ void Resync::OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_poi
       peek.sequence > withholding_->bound) {
     const uint64_t bound = withholding_->bound;
     EndWithholding();
-    Logf(LogLevel::kInfo, "resync: catch-up anchored at batch %d (beyond %d); stored events applied again",
+    Logf(LogLevel::kInfo, "resync: the anchor came, batch %d (beyond %d); stored events applied again",
          peek.sequence, bound);
     return;
   }
