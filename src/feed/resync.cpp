@@ -404,7 +404,7 @@ std::string Resync::Replay() {
   }
   // Without a cursor the next live message would be accepted whatever was
   // lost before it (a buffer of malformed messages only).
-  if (!index_.GetStats().has_sequence) return "no buffered message could be applied";
+  if (!index_.cursor().has_sequence) return "no buffered message could be applied";
   return {};
 }
 

@@ -90,11 +90,12 @@ struct ResyncOptions {
   size_t buffer_bytes = kDefaultBufferBytes;
   // Without the status endpoint: how long the stream is still buffered once
   // the snapshot is loaded (see above). Mooncake's publisher sends an event
-  // within a few ms of the change when its queue is short: the subscriber's
-  // default, 100 ms, covers that, for a hold 100 ms longer (a lagging queue
-  // it does not cover: the anchor does). 0: replay what has come at once.
-  // With the endpoint: the interval between its reads on a quiet master.
-  uint32_t catch_up_ms = 0;
+  // within a few ms of the change when its queue is short: 100 ms covers
+  // that, for a hold 100 ms longer (a lagging queue it does not cover: the
+  // anchor does). 0: replay what has come at once. With the endpoint: the
+  // interval between its reads on a quiet master.
+  static constexpr uint32_t kDefaultCatchUpMs = 100;
+  uint32_t catch_up_ms = kDefaultCatchUpMs;
   // The bound on a catch-up released before its anchor (withholding its
   // stores): past it, a batch that is not the anchor ends the withholding.
   static constexpr uint32_t kDefaultCatchUpMaxMs = 30000;

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "feed/resync.h"
+#include "feed/tail_watch.h"
 #include "index/index.h"
 
 namespace sci {
@@ -77,12 +78,15 @@ struct SubscriberOptions {
   // millions of events, enough for a burst while the thread catches up.
   static constexpr int kDefaultReceiveHwm = 1 << 18;
 
-  static constexpr uint32_t kDefaultResyncMinIntervalMs = 5000;
-  static constexpr uint32_t kDefaultSnapshotTimeoutMs = 60000;
-  // Stream bytes buffered while a snapshot downloads; see feed/resync.h.
-  static constexpr size_t kDefaultResyncBufferBytes = size_t{32} << 20;
-  static constexpr size_t kDefaultResyncSpillBytes = size_t{4} << 30;
-  static constexpr uint32_t kDefaultResyncCatchUpMs = 100;  // feed/resync.h
+  // The resync's and the status watch's defaults are theirs (feed/resync.h,
+  // feed/tail_watch.h): named here, defined once there.
+  static constexpr uint32_t kDefaultResyncMinIntervalMs = ResyncOptions::kDefaultMinIntervalMs;
+  static constexpr uint32_t kDefaultSnapshotTimeoutMs = ResyncOptions::kDefaultTimeoutMs;
+  static constexpr size_t kDefaultResyncBufferBytes = ResyncOptions::kDefaultBufferBytes;
+  static constexpr size_t kDefaultResyncSpillBytes = ResyncOptions::kDefaultSpillBytes;
+  static constexpr uint32_t kDefaultResyncCatchUpMs = ResyncOptions::kDefaultCatchUpMs;
+  static constexpr uint32_t kDefaultResyncCatchUpMaxMs = ResyncOptions::kDefaultCatchUpMaxMs;
+  static constexpr uint32_t kDefaultStatusPollMs = TailWatchOptions::kDefaultPollMs;
   static constexpr char kDefaultClusterId[] = "mooncake_cluster";
   static constexpr uint32_t kDefaultAdminPort = 9003;
   static constexpr uint32_t kDefaultEtcdPollMs = 500;
@@ -117,7 +121,7 @@ struct SubscriberOptions {
   // A catch-up released before its anchor withholds stored events until
   // the anchor comes, at most this long after the snapshot while batches
   // flow (feed/resync.h); > 0.
-  uint32_t resync_catch_up_max_ms = ResyncOptions::kDefaultCatchUpMaxMs;
+  uint32_t resync_catch_up_max_ms = kDefaultResyncCatchUpMaxMs;
   // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).
   bool proxy_from_env = false;
 
@@ -139,7 +143,7 @@ struct SubscriberOptions {
   // scheme, host and port), or the leader's with HA following; no watch
   // without either. Must be empty with etcd_endpoints / redis_endpoint.
   std::string status_url;
-  uint32_t status_poll_ms = 1000;  // > 0; UINT32_MAX: never read
+  uint32_t status_poll_ms = kDefaultStatusPollMs;  // > 0; UINT32_MAX: never read
 };
 
 // Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).

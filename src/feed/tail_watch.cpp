@@ -69,7 +69,7 @@ void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
     return;
   }
   consecutive_failures_ = 0;
-  const Stats stats = index.GetStats();
+  const Index::Cursor stats = index.cursor();
   // Sequences start at 1 and every sent batch takes one: a master that has
   // sent more batches than our cursor sent some we have not seen. Fewer: a
   // restarted publisher, judged by the event ids (Index::RequireEventContinuity).
@@ -98,7 +98,7 @@ bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point las
   if (!enabled()) return false;
   if (request_ != nullptr && request_->finished()) TakeAnswer(now, index);
   if (suspect_) {
-    const Stats stats = index.GetStats();
+    const Index::Cursor stats = index.cursor();
     if (!watching || !stats.has_sequence || stats.last_sequence != suspect_->sequence) {
       suspect_.reset();  // the stream moved on: its sequence rule judges it
     } else if (now >= suspect_->deadline) {
