@@ -65,7 +65,7 @@ extern "C" sci_status sci_index_check_tiers(sci_index* index, const sci_layout* 
         // SGLang's page hashes carry no extras: nothing is a hit (as
         // sci_index_check_pages_with_extras).
         std::fill(page_tier, page_tier + n_pages, uint8_t{SCI_TIER_ABSENT});
-        index->impl.counters().queries.Add();
+        index->impl.query_counters().queries.Add();
         answer.n_tiers = index->impl.tiers().n_tiers();
         r.n_pages = n_pages;
       } else {

@@ -148,7 +148,7 @@ sci_status sci_index_check_pages_with_extras(sci_index* index, const sci_layout*
     const size_t n_pages = sci::PagesToCheck(*layout->impl, n_tokens, block_size);
     if (sci_status status = CheckHitsBuffer(kFunction, hits, hits_cap, n_pages); status != SCI_OK) return status;
     std::fill(hits, hits + n_pages, uint8_t{0});
-    index->impl.counters().queries.Add();
+    index->impl.query_counters().queries.Add();
     sci::PageQueryResult r;
     r.n_pages = n_pages;
     WriteResult(r, result);
@@ -172,7 +172,7 @@ sci_status sci_index_check_prefix_with_extras(sci_index* index, const sci_layout
     if (!sci::capi::HasExtras(converted)) {
       return sci_index_check_prefix(index, layout, tokens, n_tokens, block_size, prefix_pages);
     }
-    index->impl.counters().queries.Add();  // SGLang: no hit (see check_pages_with_extras)
+    index->impl.query_counters().queries.Add();  // SGLang: no hit (see check_pages_with_extras)
     *prefix_pages = 0;
     return SCI_OK;
   });

@@ -537,8 +537,8 @@ typedef struct sci_subscriber_options {
                                   (disconnect_clears); SCI_RECONNECT_EVENT_IDS: 1.3's rule, the state is
                                   kept if the next batch continues the sequence and the event ids.
                                   Any other value: SCI_ERR_INVALID_ARGUMENT */
-    uint32_t resync_catch_up_max_ms; /* a resync released before its catch-up is anchored withholds stored
-                                        events until the anchor, at most this long after its snapshot
+    uint32_t resync_catch_up_max_ms; /* a resync released before its catch-up is anchored defers stored
+                                        events until the anchor, at most this long after it serves
                                         while batches flow (catch_ups_unanchored); 0 = 30000 */
 } sci_subscriber_options;
 #define SCI_RECONNECT_RESYNC 0

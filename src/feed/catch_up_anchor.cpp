@@ -81,7 +81,7 @@ void CatchUpAnchor::TakeAnswer(Clock::time_point now, bool has_last_sequence, ui
   const std::unique_ptr<StatusRequest> read = std::move(read_);
   std::string why;
   if (!read->ok()) {
-    index.counters().status_unavailable.Add();
+    index.feed_counters().status_unavailable.Add();
     why = read->error();
   } else if (!read->status().has_dropped_events) {
     why = "the answer has no dropped_events";
@@ -110,7 +110,7 @@ void CatchUpAnchor::TakeAnswer(Clock::time_point now, bool has_last_sequence, ui
         total + 1, shown_before_read_);
   }
   if (!why.empty()) {
-    index.counters().status_refused.Add();
+    index.feed_counters().status_refused.Add();
     if (!bound_known_) {
       state_ = State::kUnavailable;
       detail_ = sci::StrFormat("status %s refused: %s", absl::CHexEscape(url_), why);

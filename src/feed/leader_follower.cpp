@@ -73,7 +73,7 @@ void LeaderFollower::PollOnce() {
   if (stopping()) return;
   switch (status) {
     case LeaderViewStatus::kUnreachable:
-      index_.counters().etcd_failures.Add();
+      index_.feed_counters().etcd_failures.Add();
       if (!store_down_) {
         Logf(LogLevel::kWarn, "leader view: %s unreachable (%s); keeping the current leader", source_->store_name(),
              error);
@@ -103,7 +103,7 @@ void LeaderFollower::PollOnce() {
         }
         // Counted once followed: when the count moves, the old leader's
         // state is already gone from the index.
-        index_.counters().leader_changes.Add();
+        index_.feed_counters().leader_changes.Add();
       }
       break;
   }

@@ -21,8 +21,12 @@ constexpr auto kMinStatusReread = std::chrono::milliseconds(10);
 
 // How long a resync holds the index past its snapshot waiting for its
 // anchor once the publisher's bound is known: a queue lagging longer is
-// released with its stores withheld (Release::kWithholding) instead.
+// released with its stores deferred (Release::kWithholding) instead.
 constexpr auto kMaxAnchorHold = std::chrono::seconds(5);
+// A deferral on a stream that stays silent this long after the release
+// (not one batch: a worker paused with one holds back all that follow)
+// applies what it deferred. The bound of what a paused worker can fool.
+constexpr auto kQuietConfirm = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -53,13 +57,13 @@ void Resync::Reset() {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
   anchor_.Stop();
   DropBuffer();
-  EndWithholding();
+  EndWithholding(/*apply=*/false);
 }
 
-void Resync::EndWithholding() {
+void Resync::EndWithholding(bool apply) {
   if (!withholding_) return;
   withholding_.reset();
-  index_.WithholdStores(false);
+  index_.EndDeferral(apply);
 }
 
 void Resync::DropBuffer() { buffer_.Clear(); }
@@ -68,7 +72,7 @@ void Resync::Begin(Clock::time_point /*now*/) {
   if (!enabled()) return;
   Reset();
   index_.Hold();
-  index_.counters().resyncing.Set(true);
+  index_.feed_counters().resyncing.Set(true);
   phase_ = Phase::kWaiting;
   // A new history (start-up, a new leader, a clear that reset the cursor):
   // nothing proves the subscription yet, and no sequence is known to follow.
@@ -113,7 +117,7 @@ void Resync::SetUrls(std::string url, std::string status_url) {
   has_stream_sequence_ = false;  // a new leader is a new sequence space
   has_stream_ids_ = false;
   continuity_required_ = false;
-  index_.counters().resyncing.Set(false);
+  index_.feed_counters().resyncing.Set(false);
   // The caller decides what the index becomes; a hold must not outlive us.
   index_.Release();
 }
@@ -144,6 +148,10 @@ long MsUntil(Resync::Clock::time_point at, Resync::Clock::time_point now) {
 }
 
 long Resync::PollTimeoutMs(long timeout_ms, Clock::time_point now) const {
+  if (withholding_) {
+    const long quiet_ms = MsUntil(withholding_->last_batch_at + kQuietConfirm, now);
+    timeout_ms = timeout_ms < 0 ? quiet_ms : std::min(timeout_ms, quiet_ms);
+  }
   if (phase_ == Phase::kCatchingUp) {
     // The timer, or the anchor's next read (one in flight wakes the loop).
     long due_ms = anchor_.state() == CatchUpAnchor::State::kUnavailable ? MsUntil(catch_up_until_, now)
@@ -178,13 +186,13 @@ void Resync::OnMessage(std::span<zmq::message_t> frames, Clock::time_point now) 
   std::string why;  // a break in the stream, if this message shows one
   if (peek.has_sequence && has_stream_sequence_ && peek.sequence != last_stream_sequence_) {
     if (peek.sequence != last_stream_sequence_ + 1) {
-      index_.counters().sequence_gaps.Add();
+      index_.CountStreamBreak(/*restart=*/false);
       why = sci::StrFormat("sequence gap in the buffered stream: expected %d, got %d", last_stream_sequence_ + 1,
                            peek.sequence);
     } else if (peek.events > 0 && !SamePublisher(peek)) {
       // The same judgement as the index's (Index::ApplyBatch): a restart
       // whose sequence runs on must not splice two publishers' histories.
-      index_.counters().restarts_suspected.Add();
+      index_.CountStreamBreak(/*restart=*/true);
       why = peek.ids_known && has_stream_ids_
                 ? sci::StrFormat("publisher restart in the buffered stream: batch %d begins at event id %d, not %d",
                                  peek.sequence, peek.first_id, last_stream_event_id_ + 1)
@@ -254,6 +262,13 @@ void Resync::StartFetch(Clock::time_point now) {
 }
 
 bool Resync::Poll(Clock::time_point now) {
+  if (withholding_ && now - withholding_->last_batch_at >= kQuietConfirm) {
+    // Silent since the release (or the last batch): a worker paused with a
+    // batch for this long is the bound docs/operations.md states.
+    EndWithholding(/*apply=*/true);
+    Logf(LogLevel::kInfo, "resync: the stream stayed silent for %d ms; the deferred stores applied",
+         std::chrono::duration_cast<std::chrono::milliseconds>(kQuietConfirm).count());
+  }
   // The back-off may have ended with no message since: start now (issue 24).
   if (DownloadDue(now)) {
     StartFetch(now);
@@ -306,22 +321,22 @@ bool Resync::Poll(Clock::time_point now) {
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.messages();
   const size_t spilled = buffer_.spilled_bytes();
-  if (release == Release::kWithholding) index_.WithholdStores(true);
+  if (release == Release::kWithholding) index_.DeferStores();
   if (std::string why = Replay(); !why.empty()) {
-    index_.WithholdStores(false);
+    index_.EndDeferral(/*apply=*/false);
     Fail(why, now);
     return false;
   }
   Reset();
   // Set after Reset(), which ends any withholding: the index keeps
-  // withholding from the replay on.
+  // deferring from the replay on.
   if (release == Release::kWithholding) {
-    withholding_ = Withholding{bound, snapshot_loaded_at_ + std::chrono::milliseconds(options_.catch_up_max_ms)};
+    withholding_ = Withholding{bound, now + std::chrono::milliseconds(options_.catch_up_max_ms), now};
   }
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   index_.Release();
-  index_.counters().snapshot_keys.Set(keys);
+  index_.feed_counters().snapshot_keys.Set(keys);
   Logf(LogLevel::kInfo,
        "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); catch-up %s; serving",
        keys, absl::CHexEscape(options_.snapshot_url), replayed, spilled, catch_up);
@@ -333,13 +348,13 @@ bool Resync::Poll(Clock::time_point now) {
          "progress, which answer hit until they complete, or for good if revoked (docs/operations.md, \"Resync\")");
   }
   // Counted last: whoever sees `resyncs` move finds the resync logged too.
-  index_.counters().resyncing.Set(false);
+  index_.feed_counters().resyncing.Set(false);
   switch (release) {
-    case Release::kAnchored: index_.counters().resyncs_anchored.Add(); break;
-    case Release::kTimed: index_.counters().resyncs_timed.Add(); break;
-    case Release::kWithholding: index_.counters().resyncs_withholding.Add(); break;
+    case Release::kAnchored: index_.feed_counters().resyncs_anchored.Add(); break;
+    case Release::kTimed: index_.feed_counters().resyncs_timed.Add(); break;
+    case Release::kWithholding: index_.feed_counters().resyncs_withholding.Add(); break;
   }
-  index_.counters().resyncs.Add();
+  index_.feed_counters().resyncs.Add();
   return true;
 }
 
@@ -352,26 +367,27 @@ void Resync::OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_poi
   if (peek.has_sequence && peek.has_events && peek.events < CatchUpAnchor::kFullBatch &&
       peek.sequence > withholding_->bound) {
     const uint64_t bound = withholding_->bound;
-    EndWithholding();
-    Logf(LogLevel::kInfo, "resync: the anchor came, batch %d (beyond %d); stored events applied again",
+    EndWithholding(/*apply=*/true);
+    Logf(LogLevel::kInfo, "resync: the anchor came, batch %d (beyond %d); the deferred stores applied",
          peek.sequence, bound);
     return;
   }
+  withholding_->last_batch_at = now;
   if (now < withholding_->until) return;
   // Batches flow and none anchors: the bound was not this stream's (a
   // status from another master, dropped_events over-counted by failed
   // sends). Stores apply again; what that leaves open is stated in
   // docs/operations.md ("Where the catch-up ends").
   const uint64_t bound = withholding_->bound;
-  EndWithholding();
+  EndWithholding(/*apply=*/true);
   if (unanchored_warning_.First()) {
     Logf(LogLevel::kWarn,
-         "resync: no batch beyond %d of fewer than %d events within %d ms of the snapshot while the stream flowed; "
-         "stored events applied again without the anchor (catch_ups_unanchored; is the status endpoint this "
+         "resync: no batch beyond %d of fewer than %d events within %d ms of serving while the stream flowed; "
+         "the deferred stores applied without the anchor (catch_ups_unanchored; is the status endpoint this "
          "master's?)",
          bound, CatchUpAnchor::kFullBatch, options_.catch_up_max_ms);
   }
-  index_.counters().catch_ups_unanchored.Add();
+  index_.feed_counters().catch_ups_unanchored.Add();
 }
 
 std::string Resync::Replay() {
@@ -420,12 +436,12 @@ void Resync::RestartAfterFailure(Clock::time_point now) {
 void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_buffer) {
   fetch_.reset();  // cancels and joins: nothing writes to the index after this
   anchor_.Stop();
-  EndWithholding();
+  EndWithholding(/*apply=*/false);
   if (!keep_buffer) DropBuffer();
   index_.Hold();  // whatever was loaded goes: empty and answering miss
   ++consecutive_failures_;
   phase_ = Phase::kWaiting;
-  index_.counters().resync_failures.Add();
+  index_.feed_counters().resync_failures.Add();
   const auto retry = std::chrono::duration_cast<std::chrono::milliseconds>(Backoff()).count();
   Logf(LogLevel::kWarn,
        "resync failed (%d in a row): %s; the index stays empty (answers miss); next attempt in >= %d ms",

@@ -37,6 +37,18 @@
 // the buffer being empty, the cursor resumes at the last sequence the
 // stream showed -- and the hold is released.
 //
+// Where the catch-up ends (1.3.0). The quiet rule (catch_up_anchor.h)
+// cannot tell a quiet master from a worker paused with a batch it took
+// before the snapshot, and a lagging queue may not anchor for long; so
+// either (the quiet rule, or kMaxAnchorHold with a bound and no anchor)
+// releases the hold at once with the index's stores deferred
+// (Index::DeferStores: each key's last store waits, removals apply), and
+// the deferral ends -- what waits applied -- at the anchor (OnLiveBatch),
+// after kQuietConfirm without any batch, or after catch_up_max_ms of
+// batches without the anchor (catch_ups_unanchored). A reset or failure
+// drops what waits. docs/operations.md states what a pause longer than
+// those bounds can still show.
+//
 // A failure -- the download's (status, time-out, truncation, malformed
 // body), a buffer overflow or a gap while it runs, a gap during the replay
 // -- is counted (resync_failures) and logged, leaves the index empty and
@@ -96,8 +108,8 @@ struct ResyncOptions {
   // interval between its reads on a quiet master.
   static constexpr uint32_t kDefaultCatchUpMs = 100;
   uint32_t catch_up_ms = kDefaultCatchUpMs;
-  // The bound on a catch-up released before its anchor (withholding its
-  // stores): past it, a batch that is not the anchor ends the withholding.
+  // The bound on a catch-up released before its anchor (its stores
+  // deferred): past it, a batch that is not the anchor ends the deferral.
   static constexpr uint32_t kDefaultCatchUpMaxMs = 30000;
   uint32_t catch_up_max_ms = kDefaultCatchUpMaxMs;
   // The master's GET /kv_events/status, which anchors the catch-up
@@ -180,7 +192,7 @@ class Resync {
             (anchor_.bound_known() && now >= hold_limit_at_));
   }
 
-  // Serving, with stored events withheld until the catch-up's anchor comes
+  // Serving, with stored events deferred until the catch-up's anchor comes
   // (a resync released before it: see "Where the catch-up ends" above).
   bool withholding() const { return withholding_.has_value(); }
   // A live message about to be applied while withholding(): if it is the
@@ -198,8 +210,9 @@ class Resync {
   // How a catch-up ended (Poll).
   enum class Release { kAnchored, kTimed, kWithholding };
   struct Withholding {
-    uint64_t bound;               // the anchor is a batch beyond it of fewer than 64 events
-    Clock::time_point until;      // then stores apply again without it
+    uint64_t bound;                   // the anchor is a batch beyond it of fewer than 64 events
+    Clock::time_point until;          // a batch after this ends it without the anchor
+    Clock::time_point last_batch_at;  // silent kQuietConfirm since: ended too
   };
 
   // Downloading or loaded: a gap or an overflow now fails the resync.
@@ -214,7 +227,8 @@ class Resync {
   void Fail(const std::string& why, Clock::time_point now, bool keep_buffer = false);
   void Reset();  // stops the download, drops the buffer
   void DropBuffer();
-  void EndWithholding();
+  // Stops deferring the index's stores; `apply`: what waits is applied.
+  void EndWithholding(bool apply);
   // Whether a batch that continues the buffered stream's sequence comes
   // from its publisher (its event ids continue the last ones).
   bool SamePublisher(const BatchPeek& peek) const;

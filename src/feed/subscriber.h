@@ -119,7 +119,7 @@ struct SubscriberOptions {
   // before the replay (feed/resync.h: a snapshot can be ahead of the stream).
   uint32_t resync_catch_up_ms = kDefaultResyncCatchUpMs;
   // A catch-up released before its anchor withholds stored events until
-  // the anchor comes, at most this long after the snapshot while batches
+  // the anchor comes, at most this long after it serves while batches
   // flow (feed/resync.h); > 0.
   uint32_t resync_catch_up_max_ms = kDefaultResyncCatchUpMaxMs;
   // Let libcurl use http_proxy / https_proxy / no_proxy (snapshot and etcd).

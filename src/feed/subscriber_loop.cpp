@@ -199,7 +199,7 @@ void Subscriber::Loop::Run() noexcept {
     resync_.SetUrls({}, {});  // stops a download; a stopped subscriber resyncs nothing
   } catch (...) {
   }
-  index_.counters().subscriber_connected.Set(false);
+  index_.feed_counters().subscriber_connected.Set(false);
   {
     std::lock_guard<std::mutex> lock(retarget_mu_);
     running_ = false;
@@ -335,7 +335,7 @@ SubscriberError Subscriber::Loop::SwitchTo(PendingRetarget& request, std::string
   SubscriberError code = SubscriberError::kNone;
   if (!OpenSocket(request.endpoint, &code, error)) return code;
   *switched = true;
-  if (trust_.connected()) index_.counters().subscriber_connected.Set(false);
+  if (trust_.connected()) index_.feed_counters().subscriber_connected.Set(false);
   trust_.Restart(Clock::now());
   // A new publisher is a new sequence space: what the index holds came
   // from the old one. Clear, then resync from the new snapshot.
@@ -465,7 +465,7 @@ void Subscriber::Loop::ApplyReceived(size_t n_frames) {
   last_message_at_ = Clock::now();
   if (resync_.active()) {
     // Held for the resync (buffered, bounded).
-    index_.counters().messages_received.Add();
+    index_.feed_counters().messages_received.Add();
     resync_.OnMessage(std::span<zmq::message_t>(frames_.data(), n_frames), Clock::now());
     return;
   }
@@ -493,14 +493,14 @@ void Subscriber::Loop::ApplyReceived(size_t n_frames) {
   if (applied) OnMessageApplied(Clock::now());
   // Counted once the message has been dealt with, so that whoever sees
   // the count sees what the message did to the index (tests wait on it).
-  index_.counters().messages_received.Add();
+  index_.feed_counters().messages_received.Add();
 }
 
 void Subscriber::Loop::OnConnected(std::string_view address) {
   if (trust_.connected()) return;
   trust_.HandshakeDone();
-  index_.counters().subscriber_connected.Set(true);
-  index_.counters().subscriber_connects.Add();
+  index_.feed_counters().subscriber_connected.Set(true);
+  index_.feed_counters().subscriber_connects.Add();
   // Not trusted yet: the first message on this connection must show that
   // nothing was lost while we were away.
   Logf(LogLevel::kInfo, "subscriber %s: connected to %s", endpoint_for_logs_, EscapedForLogs(address));
@@ -551,7 +551,7 @@ void Subscriber::Loop::ReopenAfterDisconnect() {
   } else {
     index_.Clear();  // ResyncIfCleared starts the resync
   }
-  index_.counters().disconnect_clears.Add();  // after the clear: whoever sees it sees the index cleared
+  index_.feed_counters().disconnect_clears.Add();  // after the clear: whoever sees it sees the index cleared
 }
 
 void Subscriber::Loop::MarkDisconnected() {
@@ -560,8 +560,8 @@ void Subscriber::Loop::MarkDisconnected() {
   // next batch must show it is the same one (Index::RequireEventContinuity).
   index_.RequireEventContinuity();
   trust_.ConnectionLost(Clock::now());
-  index_.counters().subscriber_connected.Set(false);
-  index_.counters().subscriber_disconnects.Add();
+  index_.feed_counters().subscriber_connected.Set(false);
+  index_.feed_counters().subscriber_disconnects.Add();
 }
 
 void Subscriber::Loop::CheckStale(Clock::time_point now) {
@@ -584,7 +584,7 @@ void Subscriber::Loop::Abandon(const char* why) {
   } catch (...) {
     // Clear does not allocate; nothing sensible to do if it throws.
   }
-  index_.counters().subscriber_failures.Add();
+  index_.feed_counters().subscriber_failures.Add();
   try {
     Logf(LogLevel::kError, "subscriber %s: stopped on an error (%s); index cleared; nothing is applied any more",
          endpoint_for_logs_, why);
@@ -614,7 +614,7 @@ void Subscriber::Loop::ServeThroughFailures() {
 bool Subscriber::Loop::RecoverFrom(const char* what) noexcept {
   const Clock::time_point now = Clock::now();
   index_.Clear();  // frees, allocates nothing
-  index_.counters().subscriber_failures.Add();  // after the clear: whoever sees it sees the index empty
+  index_.feed_counters().subscriber_failures.Add();  // after the clear: whoever sees it sees the index empty
   try {
     // A resync under way fails (counted, back-off); otherwise one begins.
     resync_.RestartAfterFailure(now);

@@ -54,7 +54,7 @@ TailWatch::Clock::time_point TailWatch::NextReadAt(Clock::time_point last_messag
 void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
   const std::unique_ptr<StatusRequest> request = std::move(request_);
   if (!request->ok()) {
-    index.counters().status_unavailable.Add();
+    index.feed_counters().status_unavailable.Add();
     ++consecutive_failures_;
     const auto backoff = std::min<Clock::duration>(PollInterval() * (1u << std::min(consecutive_failures_, 16u)),
                                                    kMaxBackoff);
@@ -80,7 +80,7 @@ void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
   // stream itself shows). They prove no loss.
   if (stats.has_sequence && status.has_dropped_events &&
       published_batches + status.dropped_events + 1 < stats.last_sequence) {
-    index.counters().status_refused.Add();
+    index.feed_counters().status_refused.Add();
     if (refused_warning_.First()) {
       Logf(LogLevel::kWarn,
            "publisher status %s: %d batches published and %d events dropped cannot account for batch %d, already "
@@ -113,7 +113,7 @@ bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point las
            "the stream's tail was lost; index cleared",
            absl::CHexEscape(url_), lost.published_batches, lost.sequence,
            std::chrono::duration_cast<std::chrono::milliseconds>(Grace()).count());
-      index.counters().tail_losses.Add();
+      index.feed_counters().tail_losses.Add();
       return true;
     }
   }

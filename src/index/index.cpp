@@ -65,8 +65,7 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
                                       : BatchOutcome::Sequence::kContinued;
     // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
     const bool withhold_stores =
-        withhold_all_stores_ ||
-        (rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1);
+        rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1;
     if (gap) {
       // Lost batches (or a restarted publisher): what we hold may be stale, and
       // stale means false hits. Start over from this batch.
@@ -93,7 +92,9 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
     for (const Event& event : events) {
       // What the stream shows, withheld events included.
       if (event.generation != PublisherGeneration::kUnknown) tally.generation = event.generation;
-      if (withhold_stores && event.kind == EventKind::kStored && !event.object_key.empty()) {
+      if ((withhold_stores || deferring_) && event.kind == EventKind::kStored && !event.object_key.empty()) {
+        // The run's first batch drops its stores; a deferral keeps them.
+        if (!withhold_stores && deferring_) (void)deferred_.Add(event);
         ++withheld;
         continue;
       }
@@ -103,7 +104,7 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
     if (withheld > 0) {
       counters_.stores_withheld.Add(withheld);
       Logf(LogLevel::kInfo, "batch %d: %d stored events withheld (%s)", sequence, withheld,
-           withhold_all_stores_ ? "a resync's catch-up is not anchored yet" : "it begins a run after a possible loss");
+           withhold_stores ? "it begins a run after a possible loss" : "deferred: a resync's catch-up is not anchored");
     }
   } catch (const std::bad_alloc&) {
     // Part of the batch is applied and the rest is lost: the only state we
@@ -176,9 +177,30 @@ Index::Cursor Index::cursor() const {
   return Cursor{has_sequence_, last_sequence_, has_event_id_, last_event_id_};
 }
 
-void Index::WithholdStores(bool withhold) {
+void Index::DeferStores() {
   WriterLock apply(apply_mu_);
-  withhold_all_stores_ = withhold;
+  deferring_ = true;
+}
+
+void Index::EndDeferral(bool apply) {
+  WriterLock writer(apply_mu_);
+  deferring_ = false;
+  if (!apply) {
+    deferred_.Clear();
+    return;
+  }
+  BatchTally tally;
+  try {
+    deferred_.Drain([&](const Event& event) { ApplyEvent(last_sequence_, event, tally); });
+  } catch (const std::bad_alloc&) {
+    // As for a batch half applied: only the empty state can be vouched for.
+    AddTally(tally);
+    ClearTables();
+    CountClear();
+    Logf(LogLevel::kError, "out of memory applying the stores a resync deferred; index cleared");
+    throw;
+  }
+  AddTally(tally);
 }
 
 void Index::LoadKeys(std::span<const std::string_view> keys) {
@@ -220,6 +242,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
       Logf(LogLevel::kInfo, "all objects cleared by the publisher (batch %d)", sequence);
       return;
     case EventKind::kTenantCleared:
+      deferred_.ClearTenant(event.tenant_id);
       ClearTenant(TenantSeed(event.tenant_id));
       counters_.tenant_clears.Add();
       ++tally.events_applied;
@@ -259,6 +282,7 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
   const bool media_known = per_medium && event.generation != PublisherGeneration::kFirst;
   const MediaSet medium = media_known ? media_names_.BitOf(event.medium) : 0;
   const bool removal = event.kind == EventKind::kRemoved;
+  if (removal && !deferred_.empty()) deferred_.Remove(event.tenant_id, event.object_key);
   // A first-generation master announces `removed` once no replica is left,
   // whatever medium it names: under any residency option such a removal
   // drops the whole key (issue #35; 1.2 kept it if another medium held it).
@@ -761,6 +785,7 @@ void Index::DropAllVerification() {
 void Index::ClearTables() {
   EmptyTables();
   ResetCursor();
+  deferred_.Clear();  // what waited was of the stream just dropped
 }
 
 void Index::EmptyTables() {

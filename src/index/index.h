@@ -73,6 +73,7 @@
 #include "index/adoption_queue.h"
 #include "index/annotated_mutex.h"
 #include "common/warn_once.h"
+#include "index/deferred_stores.h"
 #include "index/event.h"
 #include "index/event_hash_digests.h"
 #include "index/fingerprint.h"
@@ -253,12 +254,15 @@ class Index {
   // changes, nothing is counted. For a resync with nothing buffered: the
   // stream goes on after the batch that made the clear.
   void ResumeAt(const Cursor& cursor) ABSL_LOCKS_EXCLUDED(apply_mu_);
-  // While on, every stored event is withheld (stores_withheld), whatever
-  // the batch: a resync that released its hold before its catch-up was
-  // anchored (resync.h), so that a store older than its snapshot cannot
-  // bring back a key the snapshot had seen removed. Removals and clears
-  // still apply: only hits are lost, never made.
-  void WithholdStores(bool withhold) ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // From DeferStores() to EndDeferral(), stored events wait (each key's
+  // last store, dropped by a later removal or clear: deferred_stores.h;
+  // counted in stores_withheld): a resync that released its hold before
+  // its catch-up was anchored (feed/resync.h), so that a store older than
+  // its snapshot cannot bring back a key the snapshot saw removed.
+  // Removals and clears apply as they come: only hits wait, none is made.
+  // EndDeferral(true) applies what waits (the anchor came), false drops it.
+  void DeferStores() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  void EndDeferral(bool apply) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
   bool held() const { return held_.load(std::memory_order_relaxed); }
 
   // Stores `keys` in the default tenant under no group, leaving the cursor
@@ -442,8 +446,23 @@ class Index {
     return KeyTable::EmptyBucketIsZeroBytes() && GroupTable::EmptyBucketIsZeroBytes() &&
            PageTailsTable::EmptyBucketIsZeroBytes();
   }
-  Counters& counters() { return counters_; }
+  // The counters, to read (GetStats copies them with the tables' gauges).
   const Counters& counters() const { return counters_; }
+  // The rows the subscriber's thread keeps of its own doings, and those
+  // queries keep (each thread on its stripes). The apply path's rows are
+  // the index's own; from outside it they move only through the Count*
+  // calls below. Nothing steers by a counter.
+  FeedCounters& feed_counters() { return counters_; }
+  QueryCounters& query_counters() { return counters_; }
+  // A message the decoder refused (it changed nothing).
+  void CountMalformedMessage() { counters_.malformed_messages.Add(); }
+  // Events of a type the index does not use.
+  void CountIgnoredEvents(uint64_t n) { counters_.ignored_events.Add(n); }
+  // A gap or a restart a resync's buffer showed: the stream broke where the
+  // index did not see it (its replay begins after the break).
+  void CountStreamBreak(bool restart) {
+    (restart ? counters_.restarts_suspected : counters_.sequence_gaps).Add();
+  }
   uint64_t max_entries() const { return max_entries_; }
 
  private:
@@ -747,7 +766,8 @@ class Index {
   uint64_t last_event_id_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool continuity_required_ ABSL_GUARDED_BY(apply_mu_) = false;
   std::atomic<uint64_t> clear_epoch_{0};  // see clear_epoch()
-  bool withhold_all_stores_ ABSL_GUARDED_BY(apply_mu_) = false;  // WithholdStores
+  bool deferring_ ABSL_GUARDED_BY(apply_mu_) = false;  // DeferStores
+  DeferredStores deferred_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // See Hold(). Written by the writer; readers test it with tables_lock_
   // held, so a reader that can see a snapshot key also sees the hold.

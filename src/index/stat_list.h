@@ -90,7 +90,8 @@
 // for the others.
 //   SCI_STAT_IN_COUNTERS_<keeper>      rows with a live Counters member
 //   SCI_STAT_ON_READER_LINE_<keeper>   rows bumped by page queries
-//   SCI_STAT_OFF_READER_LINE_<keeper>  rows bumped by the writer or subscriber
+//   SCI_STAT_BY_WRITER_<keeper>        rows bumped by the apply path
+//   SCI_STAT_BY_SUBSCRIBER_<keeper>    rows bumped by the subscriber's thread
 #define SCI_STAT_IN_COUNTERS_TABLES(...)
 #define SCI_STAT_IN_COUNTERS_WRITER(...) __VA_ARGS__
 #define SCI_STAT_IN_COUNTERS_SUBSCRIBER(...) __VA_ARGS__
@@ -101,7 +102,12 @@
 #define SCI_STAT_ON_READER_LINE_SUBSCRIBER(...)
 #define SCI_STAT_ON_READER_LINE_READERS(...) __VA_ARGS__
 
-#define SCI_STAT_OFF_READER_LINE_TABLES(...)
-#define SCI_STAT_OFF_READER_LINE_WRITER(...) __VA_ARGS__
-#define SCI_STAT_OFF_READER_LINE_SUBSCRIBER(...) __VA_ARGS__
-#define SCI_STAT_OFF_READER_LINE_READERS(...)
+#define SCI_STAT_BY_WRITER_TABLES(...)
+#define SCI_STAT_BY_WRITER_WRITER(...) __VA_ARGS__
+#define SCI_STAT_BY_WRITER_SUBSCRIBER(...)
+#define SCI_STAT_BY_WRITER_READERS(...)
+
+#define SCI_STAT_BY_SUBSCRIBER_TABLES(...)
+#define SCI_STAT_BY_SUBSCRIBER_WRITER(...)
+#define SCI_STAT_BY_SUBSCRIBER_SUBSCRIBER(...) __VA_ARGS__
+#define SCI_STAT_BY_SUBSCRIBER_READERS(...)

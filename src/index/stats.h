@@ -75,31 +75,40 @@ struct LiveCell<bool> {
 template <typename T>
 using LiveCellOf = typename LiveCell<T>::type;
 
-// Counters bumped by the writer and the subscriber thread.
-struct WriterSideCounters {
-#define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
-  SCI_STAT_OFF_READER_LINE_##keeper(LiveCellOf<type> name;)
-  SCI_STAT_LIST(SCI_STAT_MEMBER)
-#undef SCI_STAT_MEMBER
-};
-
-// Counters bumped by readers: one add per query, not per page, each
-// thread on its own stripes, off the writer's lines.
-struct ReaderSideCounters {
-#define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
-  SCI_STAT_ON_READER_LINE_##keeper(StripedCounter name;)
+// Counters bumped by the apply path (the index itself: Index::ApplyBatch,
+// Clear, the Count* calls of message_apply).
+struct ApplyCounters {
+#define SCI_STAT_MEMBER(name, type, kind, keeper, help) SCI_STAT_BY_WRITER_##keeper(LiveCellOf<type> name;)
   SCI_STAT_LIST(SCI_STAT_MEMBER)
 #undef SCI_STAT_MEMBER
 };
 }  // namespace stats_internal
 
-// Counters that sit outside the index's tables: every row of the list not
-// kept by TABLES, as a member of the same name. Gauges of the tables
-// themselves (keys, groups, verified groups, cursor) are kept by the index.
-struct Counters : stats_internal::WriterSideCounters, stats_internal::ReaderSideCounters {
+// Counters the subscriber's thread keeps of its own doings (connections,
+// resyncs, the status it reads): Index::feed_counters().
+struct FeedCounters {
+#define SCI_STAT_MEMBER(name, type, kind, keeper, help) \
+  SCI_STAT_BY_SUBSCRIBER_##keeper(stats_internal::LiveCellOf<type> name;)
+  SCI_STAT_LIST(SCI_STAT_MEMBER)
+#undef SCI_STAT_MEMBER
   // Leader-view reads that found no etcd endpoint answering. C++ only: not
   // in sci_stats, whose fields docs/c-api.md fixes; the log says it too.
   Counter etcd_failures;
 };
+
+// Counters bumped by readers: one add per query, not per page, each
+// thread on its own stripes, off the writer's lines: Index::query_counters().
+struct QueryCounters {
+#define SCI_STAT_MEMBER(name, type, kind, keeper, help) SCI_STAT_ON_READER_LINE_##keeper(StripedCounter name;)
+  SCI_STAT_LIST(SCI_STAT_MEMBER)
+#undef SCI_STAT_MEMBER
+};
+
+// Counters that sit outside the index's tables: every row of the list not
+// kept by TABLES, as a member of the same name. Gauges of the tables
+// themselves (keys, groups, verified groups, cursor) are kept by the index.
+// For observation only: nothing decides by reading them (the feed steers by
+// Index::ApplyBatch's outcome, Index::cursor() and Index::clear_epoch()).
+struct Counters : stats_internal::ApplyCounters, FeedCounters, QueryCounters {};
 
 }  // namespace sci

@@ -16,7 +16,7 @@ namespace sci {
 
 // One query that checked `checked` pages (or router blocks), with its hits.
 inline void CountQuery(Index& index, const PageQueryResult& result, size_t checked) {
-  Counters& counters = index.counters();
+  QueryCounters& counters = index.query_counters();
   counters.queries.Add();
   counters.pages_checked.Add(checked);
   if (result.total_hits > 0) counters.page_hits.Add(result.total_hits);
@@ -33,8 +33,8 @@ inline void CountQuery(Index& index, const PageQueryResult& result, size_t check
 inline bool BlockSizeMatches(Index& index, uint32_t block_size, uint32_t layout_block_size, const WarnOnce& warning,
                              const char* query, const char* field) {
   if (block_size == layout_block_size) return true;
-  index.counters().queries.Add();
-  index.counters().block_size_mismatches.Add();
+  index.query_counters().queries.Add();
+  index.query_counters().block_size_mismatches.Add();
   const LogLevel level = warning.First() ? LogLevel::kWarn : LogLevel::kDebug;
   Logf(level, "%s: block size %d is not the layout's %s %d; nothing checked (counted in block_size_mismatches)", query,
        block_size, field, layout_block_size);

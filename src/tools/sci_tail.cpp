@@ -279,7 +279,7 @@ class Tail {
       frames.push_back(std::move(part));
     }
     ++received_;
-    index_.counters().messages_received.Add();
+    index_.feed_counters().messages_received.Add();
     std::vector<std::span<const uint8_t>> spans;
     for (const zmq::message_t& frame : frames) spans.emplace_back(frame.data<uint8_t>(), frame.size());
 
@@ -313,7 +313,7 @@ class Tail {
       if (event.size() < sizeof(uint16_t)) continue;
       uint16_t id = 0;
       std::memcpy(&id, event.data(), sizeof id);
-      Counters& counters = index_.counters();
+      FeedCounters& counters = index_.feed_counters();
       if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !counters.subscriber_connected.Get()) {
         counters.subscriber_connected.Set(true);
         counters.subscriber_connects.Add();

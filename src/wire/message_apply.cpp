@@ -36,13 +36,13 @@ bool ApplyMessage(Index& index, std::span<const std::span<const uint8_t>> frames
       // Decoding finishes before anything is applied, so a bad message
       // touches neither the tables nor the cursor: the next good batch is
       // judged against the last good one.
-      index.counters().malformed_messages.Add();
+      index.CountMalformedMessage();
       Logf(LogLevel::kWarn, "malformed message dropped: %s", reason);
       if (error != nullptr) *error = std::move(reason);
       return false;
     }
     if (scratch.unknown_event_types > 0) {
-      index.counters().ignored_events.Add(scratch.unknown_event_types);
+      index.CountIgnoredEvents(scratch.unknown_event_types);
       Logf(LogLevel::kDebug, "batch %d: %d events of an unknown type (their keys are dropped)", scratch.sequence,
            scratch.unknown_event_types);
       if (!scratch.unknown_keyless_type.empty() && FirstSightOfKeylessType(scratch.unknown_keyless_type)) {

@@ -12,7 +12,7 @@
 namespace sci {
 
 // Decodes `frames` and applies them to `index` as one batch. On malformed input: counts
-// counters().malformed_messages, logs a warning with the reason, changes no key/group/cursor,
+// malformed_messages, logs a warning with the reason, changes no key/group/cursor,
 // returns false and sets *error. `scratch` lets a hot loop (the subscriber) reuse the event vector.
 // `error` may be null. Production events of an unknown type are added to ignored_events (see
 // wire_decoder.h for how they are applied). Production-format messages are applied under
