@@ -316,6 +316,123 @@ void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s)
   }
 }
 
+// The cost of a blip under each reconnect policy (issue #42, docs/operations.md
+// "Reconnects"): a pool of `keys` followed and resynced, then the
+// publisher's connection drops and the same publisher comes back at once on
+// the same endpoint, going on with its sequence and event ids. A reader
+// queries 1000 of the snapshot's keys every millisecond throughout.
+// Reported: held_s (from the drop until the reader's last miss: 0 when it
+// never missed), lookups_missed and lookups (the reader's, from the drop
+// until the index follows the publisher again), resyncs after the first.
+// Under the default policy the drop clears the index and resyncs it: the
+// time it holds is the resync's; under event_ids it costs nothing, and a
+// restart whose sequence and event ids both continue goes unseen.
+void BM_Blip(benchmark::State& state, uint64_t keys, ReconnectPolicy policy) {
+  SetLogCallback(PrintWarnings, nullptr);
+  for (auto _ : state) {
+    SnapshotServerProcess server(keys);  // first: forked while no thread runs
+    if (!server.ok()) {
+      state.SkipWithError("cannot start the snapshot server process");
+      return;
+    }
+    auto publisher = std::make_unique<testing::LoopbackPublisher>(testing::kAnyLoopbackTcpPort);
+    const std::string endpoint = publisher->endpoint();
+    Index index(SGLangIndexOptions(IndexOptions{.max_entries = std::max(IndexOptions::kDefaultMaxEntries, 2 * keys)}));
+    SubscriberOptions options;
+    options.endpoint = endpoint;
+    options.snapshot_url = server.url();
+    options.reconnect_ms = 20;
+    options.reconnect_max_ms = 100;
+    options.reconnect_policy = policy;
+    SubscriberError code;
+    std::string error;
+    auto subscriber = Subscriber::Start(index, options, &code, &error);
+    if (subscriber == nullptr || !publisher->AwaitSubscription()) {
+      state.SkipWithError(("subscriber: " + error).c_str());
+      return;
+    }
+    uint64_t sequence = 0;
+    std::vector<std::string> live;
+    // One stored event a batch, the publisher's ids running on.
+    const auto send = [&](testing::LoopbackPublisher& p) {
+      live.push_back("live-" + std::to_string(sequence));
+      const MooncakeEvent one[] = {testing::StoredEvent(sequence + 1, live.back())};
+      p.SendBatch(++sequence, one);
+    };
+    const auto deadline = Clock::now() + 600s;
+    const auto until = [&](const auto& done) {
+      while (!done() && Clock::now() < deadline) {
+        send(*publisher);
+        std::this_thread::sleep_for(5ms);
+      }
+      return done();
+    };
+    if (!until([&] { return index.GetStats().resyncs == 1; })) {
+      state.SkipWithError("the first resync did not complete");
+      return;
+    }
+    // A blip long after the last download: its resync is not held back by
+    // resync_min_interval_ms (at most one download per interval, 5 s).
+    std::this_thread::sleep_for(std::chrono::milliseconds(SubscriberOptions::kDefaultResyncMinIntervalMs));
+    std::vector<std::string> probe;
+    for (uint64_t i = 0; i < 1000; ++i) {
+      std::string line = SnapshotLine(i * (keys / 1000));
+      line.pop_back();  // the '\n'
+      probe.push_back(std::move(line));
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> lookups{0}, missed{0};
+    std::atomic<Clock::rep> last_miss{0};
+    const auto dropped_at = Clock::now();
+    std::thread reader([&] {
+      while (!stop.load()) {
+        for (const std::string& key : probe) {
+          if (!index.Contains({}, key)) {
+            missed.fetch_add(1);
+            last_miss.store(Clock::now().time_since_epoch().count());
+          }
+          lookups.fetch_add(1);
+        }
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+    publisher.reset();  // the drop
+    publisher = std::make_unique<testing::LoopbackPublisher>(endpoint);
+    const bool followed = publisher->AwaitSubscription(std::string_view(), 60s) && until([&] {
+      const Stats s = index.GetStats();
+      return !s.resyncing && s.last_sequence == sequence && index.Contains({}, live.back()) &&
+             index.Contains({}, probe.front()) && index.Contains({}, probe.back());
+    });
+    const auto back_at = Clock::now();
+    stop.store(true);
+    reader.join();
+    const Stats s = index.GetStats();
+    subscriber->Stop();
+    if (!followed) {
+      state.SkipWithError("the index did not follow the publisher again");
+      return;
+    }
+    const Clock::time_point last = Clock::time_point(Clock::duration(last_miss.load()));
+    const double held_s = missed.load() == 0 ? 0.0 : std::chrono::duration<double>(last - dropped_at).count();
+    state.SetIterationTime(std::chrono::duration<double>(back_at - dropped_at).count());
+    state.counters["held_s"] = held_s;
+    state.counters["lookups_missed"] = static_cast<double>(missed.load());
+    state.counters["lookups"] = static_cast<double>(lookups.load());
+    state.counters["resyncs_after_the_first"] = static_cast<double>(s.resyncs - 1);
+    state.counters["disconnect_clears"] = static_cast<double>(s.disconnect_clears);
+  }
+}
+
+BENCHMARK_CAPTURE(BM_Blip, resync, 10000000, ReconnectPolicy::kResync)
+    ->Name("blip/keys:10m/policy:resync")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Blip, event_ids, 10000000, ReconnectPolicy::kTrustEventIds)
+    ->Name("blip/keys:10m/policy:event_ids")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+// The same on 10k keys: the smoke test's (ctest bench_smoke_resync).
+BENCHMARK_CAPTURE(BM_Blip, resync_small, 10000, ReconnectPolicy::kResync)
+    ->Name("blip/keys:10k/policy:resync")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Blip, event_ids_small, 10000, ReconnectPolicy::kTrustEventIds)
+    ->Name("blip/keys:10k/policy:event_ids")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 BENCHMARK_CAPTURE(BM_Resync, 1m, 1000000, 100000.0)
     ->Name("resync/keys:1m/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 // 30M keys (issue 27 §2: >= 1M keys/s, <= 64 MB beyond the index), a body

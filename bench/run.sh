@@ -11,8 +11,9 @@
 #   --quick  leave out the 10m index size (its index takes ~15 s to build and
 #            ~1 GB) and the repetitions: a rough look in about two minutes.
 #   --scale  instead of the suite: one router's index at 1M, 10M, 30M and
-#            100M keys (scale_bench, bench/results/scale_bench.json) and the
-#            30M-key resync (bench/results/resync_bench_30m.json), then the
+#            100M keys (scale_bench, bench/results/scale_bench.json), the
+#            30M-key resync (bench/results/resync_bench_30m.json) and a blip
+#            on a 10M-key pool (bench/results/resync_bench_blip.json), then the
 #            table again with the scale rows and bench/scale.png. About five
 #            minutes; needs ~5 GB free (bench/README.md, "Scale").
 # Without --quick each query and ingest benchmark runs 5 times; the table
@@ -61,6 +62,11 @@ if [ "$scale" = 1 ]; then
   echo "== resync_bench keys:30m" >&2
   /usr/bin/time -f "resync_bench 30m: %e s wall, peak RSS %M KiB" -a -o "$out/scale_context.txt" \
     "$build/bench/resync_bench" --benchmark_filter=keys:30m --benchmark_out="$out/resync_bench_30m.json" \
+    --benchmark_out_format=json
+  # A blip on a 10M-key pool under each reconnect policy (docs/operations.md,
+  # "Reconnects"): what the default's resync after every disconnect costs.
+  echo "== resync_bench blip keys:10m" >&2
+  "$build/bench/resync_bench" --benchmark_filter='^blip/keys:10m/' --benchmark_out="$out/resync_bench_blip.json" \
     --benchmark_out_format=json
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/scale_context.txt"
   replot
