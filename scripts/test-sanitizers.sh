@@ -43,7 +43,8 @@ if [[ $which == all || $which == tsan ]]; then
   tsan_targets=""
   for t in index_concurrency_test page_query_concurrency_test vllm_concurrency_test index_model_test subscriber_test \
            fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test \
-           failover_test redis_ha_test subscriber_stuck_test tiers_test anchored_catch_up_test; do
+           failover_test redis_ha_test subscriber_stuck_test tiers_test anchored_catch_up_test \
+           publisher_restart_test resync_against_restarts_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086
