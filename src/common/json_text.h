@@ -50,6 +50,24 @@ struct JsonDocument {
   }
 };
 
+// A SAX handler that accepts every value and stops at the first parse
+// error: derive and override what a pass looks at.
+struct JsonSaxAcceptingAll : nlohmann::json_sax<nlohmann::json> {
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+};
+
 // Parses `text`. On failure returns false and sets *why to the parser's
 // message ("parse error at line 1, column 17: ..."). The first pass keeps
 // exceptions off; the second, run only for text that failed, exists because
@@ -66,20 +84,8 @@ inline bool ParseJson(std::string_view text, nlohmann::json* out, std::string* w
   *out = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (!out->is_discarded()) return true;
 
-  struct ErrorOnly : nlohmann::json_sax<nlohmann::json> {
+  struct ErrorOnly : JsonSaxAcceptingAll {
     std::string message;
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return true; }
-    bool key(string_t&) override { return true; }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t) override { return true; }
-    bool end_array() override { return true; }
     bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
       message = e.what();
       return false;

@@ -20,17 +20,10 @@ constexpr size_t kMaxStatusBytes = 64 << 10;
 // twice, or empty. A parser keeps one of the two values, and which one is
 // the parser's choice: counters named twice say nothing certain.
 std::string DuplicateTopLevelName(std::string_view text) {
-  struct Names : nlohmann::json_sax<nlohmann::json> {
+  struct Names : JsonSaxAcceptingAll {
     int depth = 0;
     std::vector<std::string> seen;
     std::string duplicate;
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
     bool start_object(std::size_t) override { return ++depth, true; }
     bool key(string_t& name) override {
       if (depth != 1) return true;
@@ -44,7 +37,6 @@ std::string DuplicateTopLevelName(std::string_view text) {
     bool end_object() override { return --depth, true; }
     bool start_array(std::size_t) override { return ++depth, true; }
     bool end_array() override { return --depth, true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
   } names;
   nlohmann::json::sax_parse(text.begin(), text.end(), &names);
   return names.duplicate;
