@@ -38,6 +38,7 @@ std::string TailWatch::StatusUrlFor(const std::string& snapshot_url) const {
 void TailWatch::SetStatusUrl(std::string status_url) {
   request_.reset();
   suspect_.reset();
+  last_loss_published_ = 0;  // another publisher's counters
   consecutive_failures_ = 0;
   next_read_ = {};
   url_ = std::move(status_url);
@@ -89,7 +90,7 @@ void TailWatch::TakeAnswer(Clock::time_point now, Index& index) {
     }
     return;
   }
-  if (stats.has_sequence && published_batches > stats.last_sequence) {
+  if (stats.has_sequence && published_batches > stats.last_sequence && published_batches > last_loss_published_) {
     suspect_ = Suspect{stats.last_sequence, published_batches, now + Grace()};
   }
 }
@@ -104,6 +105,7 @@ bool TailWatch::Poll(Clock::time_point now, bool watching, Clock::time_point las
     } else if (now >= suspect_->deadline) {
       const Suspect lost = *suspect_;
       suspect_.reset();
+      last_loss_published_ = lost.published_batches;
       // Cleared and logged before it is counted: whoever sees tail_losses
       // move finds the index cleared (the cursor goes with it: a resync
       // waits for the next message) and the warning written.

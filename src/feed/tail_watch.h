@@ -82,6 +82,12 @@ class TailWatch {
   Clock::time_point next_read_{};  // no read before (interval, back-off)
   uint32_t consecutive_failures_ = 0;
   std::optional<Suspect> suspect_;
+  // published_batches of the last loss established (0: none): its batches
+  // were all sent before the resync that followed took its snapshot, which
+  // therefore reflects them. Only a count beyond it can show a new loss, so
+  // a status that keeps claiming the same batches (they are lost for good,
+  // or it is another master's) costs one clear, not one every poll.
+  uint64_t last_loss_published_ = 0;
   WarnOnce refused_warning_;
   WarnOnce unavailable_warning_;
 };
