@@ -39,6 +39,17 @@ class PublisherQueue final : public EventSink {
   // `n` lost batches: the worker skips their sequences before its next batch.
   void Skip(uint64_t n) override;
 
+  // Faults for a simulation's nemesis (tests/simulation_test.cpp); a real
+  // master shows both. The next batch the worker takes is held for `stall`
+  // before it is sent (a worker blocked in its send: it counts nothing
+  // meanwhile, and Drain waits for it; Close(false) cuts it short and the
+  // batch goes with the queue).
+  void StallNextBatch(std::chrono::milliseconds stall);
+  // The next `n` batches taken fail to send: each consumes one sequence
+  // number and adds its event count to dropped_events, as Mooncake counts a
+  // failed send (docs/wire-formats.md, section 6).
+  void FailNextSends(uint64_t n);
+
   // Waits until everything queued has been sent.
   void Drain();
   // Drains (or, `drain` false, drops what is still queued, as a stopped
@@ -61,6 +72,10 @@ class PublisherQueue final : public EventSink {
   uint64_t lost_batches_ = 0;       // Skip()s not yet taken
   bool busy_ = false;               // the worker holds a batch it has taken
   bool stop_ = false;
+  bool abandon_ = false;                            // Close(false): a stalled batch is not sent
+  std::chrono::milliseconds stall_next_{0};         // StallNextBatch
+  uint64_t failed_sends_ = 0;                       // FailNextSends not yet taken
+  std::condition_variable unstall_;                 // a stalled worker waits on it
   std::thread worker_;  // last: started once everything above exists
 };
 
