@@ -50,6 +50,7 @@
 // SCI_SIM_SEEDS=A-B / A,B,C for others (scripts/soak.sh runs random ones).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -62,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "feed/subscriber.h"
 #include "index/index.h"
 #include "index/stat_list.h"
@@ -109,8 +111,11 @@ class SimulationRun {
     read_keys_.insert(read_keys_.end(), probes_.begin(), probes_.end());
   }
 
+  ~SimulationRun() { SetLogCallback(nullptr, nullptr); }
+
   void Execute() {
     started_ = Clock::now();
+    SetLogCallback(&SimulationRun::Log, this);
     truth_.SetTagSource([this] { return index_.GetStats().resyncs_timed; });
     for (int m = 0; m < Truth::kMasters; ++m) {
       masters_[m] = std::make_unique<AdversarialMaster>(m, truth_, schedule_.queue_depth, schedule_.drain_rate);
@@ -125,10 +130,12 @@ class SimulationRun {
     for (int r = 0; r < kReaders; ++r) readers_.emplace_back([this, r] { Read(r); });
     for (size_t i = 0; i < schedule_.actions.size() && !aborted_; ++i) {
       timeline_.push_back(Ms());
+      action_.store(i + 1);
       Play(schedule_.actions[i]);
     }
     if (!aborted_) {
       timeline_.push_back(Ms());
+      action_.store(schedule_.actions.size() + 1);
       Quiesce(/*final=*/true);
     }
     Finish();
@@ -149,6 +156,17 @@ class SimulationRun {
       out << "  [" << v.check << "] key " << (v.key.empty() ? "-" : v.key) << " at " << v.at_ms << " ms: " << v.detail
           << "\n";
     }
+    if (!violations_.empty()) {
+      // The library's log up to the first violation: what the subscriber
+      // thought was happening.
+      out << "library log before the first violation (ms, level, line):\n";
+      std::lock_guard<std::mutex> log_lock(log_mu_);
+      size_t last = 0;
+      while (last < log_.size() && log_[last].at_ms <= violations_.front().at_ms) ++last;
+      for (size_t i = last > 40 ? last - 40 : 0; i < last; ++i) {
+        out << "  " << log_[i].at_ms << " " << log_[i].level << " " << log_[i].line << "\n";
+      }
+    }
     out << "timer-limit hits excused: " << excused_ << ", reader queries: " << queries_.load() << "\n";
     out << "stats at the end:" << final_stats_ << "\n";
     return out.str();
@@ -161,11 +179,18 @@ class SimulationRun {
   }
 
   void Violate(const std::string& check, const std::string& key, const std::string& detail) {
+    const std::string during = " (during action " + std::to_string(static_cast<long>(action_.load()) - 1) + ")";
     std::lock_guard<std::mutex> lock(mu_);
     ++violation_count_;
     if (violations_.size() < 12) {
-      violations_.push_back({check, key, Ms(), detail + "; stats:" + DescribeStats(index_.GetStats())});
+      violations_.push_back({check, key, Ms(), detail + during + "; stats:" + DescribeStats(index_.GetStats())});
     }
+  }
+
+  static void Log(void* user, int32_t level, const char* msg, size_t len) {
+    auto* run = static_cast<SimulationRun*>(user);
+    std::lock_guard<std::mutex> lock(run->log_mu_);
+    if (run->log_.size() < 20000) run->log_.push_back({run->Ms(), level, std::string(msg, len)});
   }
 
   void StartSubscriber() {
@@ -303,7 +328,9 @@ class SimulationRun {
     switch (a.kind) {
       case Action::Kind::kChurn: Churn(a.count, a.ms, a.one_event); break;
       case Action::Kind::kBurst: Burst(a.count); break;
-      case Action::Kind::kStall: leader().queue().StallNextBatch(std::chrono::milliseconds(a.ms)); break;
+      case Action::Kind::kStall:
+        leader().queue().StallNextBatch(std::chrono::milliseconds(a.ms), std::chrono::milliseconds(a.delay_ms));
+        break;
       case Action::Kind::kOverflow:
         leader().queue().StallNextBatch(std::chrono::milliseconds(a.ms));
         Change(leader());  // the batch the worker takes and holds
@@ -315,7 +342,11 @@ class SimulationRun {
       case Action::Kind::kListingDelay: leader().DelayNextListing(std::chrono::milliseconds(a.ms)); break;
       case Action::Kind::kRestart: Restart(a.numbering, a.drained); break;
       case Action::Kind::kBacklogRestart:
-        Burst(a.count);
+        // In chunks the queue holds: the whole burst reaches the subscriber.
+        for (int left = a.count; left > 0; left -= static_cast<int>(schedule_.queue_depth)) {
+          Burst(std::min(left, static_cast<int>(schedule_.queue_depth)));
+          leader().Drain();
+        }
         leader().Drain();  // handed to the socket; the close lingers until it has left
         Restart(a.numbering, /*drained=*/true);
         if (!aborted_) Burst(200);  // the new publisher's batches, into the same receive queue
@@ -333,6 +364,9 @@ class SimulationRun {
     // without one withholds the final batch's stores.
     const bool gap = final && schedule_.final_gap && with_snapshot_;
     const bool failed_send = final && schedule_.final_failed_send && with_snapshot_;
+    // The nemesis stops: faults not yet used up are cancelled.
+    m.queue().StallNextBatch(0ms);
+    m.queue().FailNextSends(0);
     m.SetStatusMode(status, 1h);
     m.DelayNextListing(0ms);
     m.Drain();
@@ -409,6 +443,15 @@ class SimulationRun {
   bool aborted_ = false;
   Clock::time_point started_{};
   std::vector<long> timeline_;
+  std::atomic<size_t> action_{0};  // the action being played, + 1
+
+  struct LogLine {
+    long at_ms;
+    int32_t level;
+    std::string line;
+  };
+  mutable std::mutex log_mu_;
+  std::vector<LogLine> log_;
 
   std::atomic<bool> stop_readers_{false};
   std::vector<std::thread> readers_;

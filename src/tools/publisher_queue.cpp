@@ -38,14 +38,15 @@ void PublisherQueue::Skip(uint64_t n) {
   work_.notify_one();
 }
 
-void PublisherQueue::StallNextBatch(std::chrono::milliseconds stall) {
+void PublisherQueue::StallNextBatch(std::chrono::milliseconds stall, std::chrono::milliseconds after) {
   std::lock_guard<std::mutex> lock(mu_);
   stall_next_ = stall;
+  stall_from_ = std::chrono::steady_clock::now() + after;
 }
 
 void PublisherQueue::FailNextSends(uint64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  failed_sends_ += n;
+  failed_sends_ = n;
 }
 
 void PublisherQueue::Drain() {
@@ -88,8 +89,9 @@ void PublisherQueue::Work() {
     queue_.erase(queue_.begin(), queue_.begin() + n);
     const uint64_t dropped = std::exchange(dropped_sequences_, 0);
     const uint64_t lost = std::exchange(lost_batches_, 0);
-    const std::chrono::milliseconds stall =
-        n > 0 ? std::exchange(stall_next_, std::chrono::milliseconds(0)) : std::chrono::milliseconds(0);
+    const std::chrono::milliseconds stall = n > 0 && Clock::now() >= stall_from_
+                                                ? std::exchange(stall_next_, std::chrono::milliseconds(0))
+                                                : std::chrono::milliseconds(0);
     const bool fail = n > 0 && failed_sends_ > 0;
     if (fail) --failed_sends_;
     busy_ = true;

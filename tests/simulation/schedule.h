@@ -5,6 +5,7 @@
 // same faults in the same order, not the same interleaving.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <sstream>
@@ -38,7 +39,7 @@ struct Action {
   enum class Kind {
     kChurn,          // `count` stores/removes; `one_event`: each sent alone
     kBurst,          // `count` events added at once: full 64-event batches
-    kStall,          // the next batch is held `ms`
+    kStall,          // the first batch taken `delay_ms` from now is held `ms`
     kOverflow,       // a stall of `ms`, then `count` events past the queue's depth
     kFailSends,      // the next `count` batches fail to send
     kTailLoss,       // `count` batches counted as published, never delivered
@@ -52,6 +53,7 @@ struct Action {
   Kind kind = Kind::kChurn;
   int count = 0;
   int ms = 0;
+  int delay_ms = 0;
   bool one_event = false;
   bool drained = false;
   bool with_snapshot = true;
@@ -107,7 +109,7 @@ inline std::string Describe(const Action& a) {
       out << "churn " << a.count << (a.one_event ? " one-event batches" : " events") << " over " << a.ms << " ms";
       break;
     case Action::Kind::kBurst: out << "burst " << a.count << " events"; break;
-    case Action::Kind::kStall: out << "stall the next batch " << a.ms << " ms"; break;
+    case Action::Kind::kStall: out << "stall a batch taken " << a.delay_ms << " ms on for " << a.ms << " ms"; break;
     case Action::Kind::kOverflow: out << "overflow: stall " << a.ms << " ms, " << a.count << " events past the depth"; break;
     case Action::Kind::kFailSends: out << "fail the next " << a.count << " sends"; break;
     case Action::Kind::kTailLoss: out << "lose " << a.count << " batches (counted as published)"; break;
@@ -167,7 +169,11 @@ inline Schedule DrawSchedule(uint64_t seed, int steps = 14) {
     Action a;
     const int pick = uniform(0, trickle_run ? 16 : 19);
     switch (pick) {
-      case 0: case 1: a.kind = Action::Kind::kStall; a.ms = uniform(200, 2000); break;
+      case 0: case 1:
+        a.kind = Action::Kind::kStall;
+        a.ms = uniform(200, 2000);
+        a.delay_ms = chance(0.5) ? 0 : uniform(1, 600);
+        break;
       case 2: case 3: a.kind = Action::Kind::kRestart; a.numbering = numbering(); a.drained = chance(0.5); break;
       case 4: case 5: a.kind = Action::Kind::kTailLoss; a.count = uniform(1, 3); break;
       case 6: case 7: {
@@ -183,7 +189,13 @@ inline Schedule DrawSchedule(uint64_t seed, int steps = 14) {
       case 14: case 15: case 16: a.kind = Action::Kind::kChurn; a.count = uniform(5, 40); a.ms = uniform(20, 200); a.one_event = true; break;
       case 17: a.kind = Action::Kind::kBurst; a.count = uniform(200, 3000); break;
       case 18: a.kind = Action::Kind::kOverflow; a.ms = uniform(200, 800); a.count = uniform(10, 200); break;
-      default: a.kind = Action::Kind::kBacklogRestart; a.count = uniform(20000, 60000); a.numbering = numbering(); break;
+      default:
+        // Enough 64-event batches that applying them outlasts the reconnect (tens of ms).
+        a.kind = Action::Kind::kBacklogRestart;
+        a.count = uniform(40000, 120000);
+        if (s.drain_rate > 0) a.count = std::min(a.count, static_cast<int>(s.drain_rate / 2));  // half a second
+        a.numbering = numbering();
+        break;
     }
     s.actions.push_back(a);
   }
