@@ -42,6 +42,15 @@ void PublisherQueue::StallNextBatch(std::chrono::milliseconds stall, std::chrono
   std::lock_guard<std::mutex> lock(mu_);
   stall_next_ = stall;
   stall_from_ = std::chrono::steady_clock::now() + after;
+  end_stall_ = false;
+}
+
+void PublisherQueue::EndStall() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_stall_ = true;
+  }
+  unstall_.notify_all();
 }
 
 void PublisherQueue::FailNextSends(uint64_t n) {
@@ -97,7 +106,8 @@ void PublisherQueue::Work() {
     busy_ = true;
     if (stall.count() > 0) {
       // Taken, not sent: published_batches does not count it yet.
-      unstall_.wait_for(lock, stall, [this] { return abandon_; });
+      unstall_.wait_for(lock, stall, [this] { return abandon_ || end_stall_; });
+      end_stall_ = false;
       if (abandon_) {
         busy_ = false;
         drained_.notify_all();

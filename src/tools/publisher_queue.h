@@ -47,6 +47,9 @@ class PublisherQueue final : public EventSink {
   // that long has passed (a worker that gets stuck at some moment, not
   // necessarily now). 0 cancels a stall not yet begun.
   void StallNextBatch(std::chrono::milliseconds stall, std::chrono::milliseconds after = std::chrono::milliseconds(0));
+  // Ends a stall under way (or the one StallNextBatch armed, before it
+  // begins): the held batch is sent now.
+  void EndStall();
   // The next `n` batches taken fail to send: each consumes one sequence
   // number and adds its event count to dropped_events, as Mooncake counts a
   // failed send (docs/wire-formats.md, section 6). Replaces a count not yet
@@ -76,6 +79,7 @@ class PublisherQueue final : public EventSink {
   bool busy_ = false;               // the worker holds a batch it has taken
   bool stop_ = false;
   bool abandon_ = false;                            // Close(false): a stalled batch is not sent
+  bool end_stall_ = false;                          // EndStall
   std::chrono::milliseconds stall_next_{0};         // StallNextBatch
   std::chrono::steady_clock::time_point stall_from_{};  // ... for batches taken from then on
   uint64_t failed_sends_ = 0;                       // FailNextSends not yet taken

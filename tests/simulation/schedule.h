@@ -190,9 +190,10 @@ inline Schedule DrawSchedule(uint64_t seed, int steps = 14) {
       case 17: a.kind = Action::Kind::kBurst; a.count = uniform(200, 3000); break;
       case 18: a.kind = Action::Kind::kOverflow; a.ms = uniform(200, 800); a.count = uniform(10, 200); break;
       default:
-        // Enough 64-event batches that applying them outlasts the reconnect (tens of ms).
+        // Enough 64-event batches that applying them outlasts the reconnect (tens of ms)
+        // when they come at once (simulation_test.cpp, kBacklogRestart).
         a.kind = Action::Kind::kBacklogRestart;
-        a.count = uniform(40000, 120000);
+        a.count = uniform(20000, 60000);
         if (s.drain_rate > 0) a.count = std::min(a.count, static_cast<int>(s.drain_rate / 2));  // half a second
         a.numbering = numbering();
         break;
