@@ -325,7 +325,10 @@ class SimulationRun {
     SubscriberError code = SubscriberError::kNone;
     const bool started = promoted.StartPublisher(
         1, 1, 0,
-        [&] { code = subscriber_->Retarget(promoted.endpoint(), with_snapshot ? promoted.snapshot_url() : "", &error); },
+        [&] {
+          const std::string snapshot_url = with_snapshot ? promoted.snapshot_url() : "";
+          code = subscriber_->Retarget(promoted.endpoint(), snapshot_url, &error);
+        },
         &error);
     if (!started || code != SubscriberError::kNone) {
       Violate("setup", "", "leader change: " + error);
@@ -459,10 +462,11 @@ class SimulationRun {
       ++markers_withheld_;
       return;
     }
+    const auto bound_s = std::chrono::duration_cast<std::chrono::seconds>(kMarkerBound).count();
     Violate("marker-not-visible", markers.front(),
             "none of " + std::to_string(markers.size()) + " keys stored on the quiescent master, one every 250 ms, " +
-                "showed within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kMarkerBound).count()) +
-                " s (" + std::to_string(withheld) + " stores withheld meanwhile)");
+                "showed within " + std::to_string(bound_s) + " s (" + std::to_string(withheld) +
+                " stores withheld meanwhile)");
     aborted_ = true;
   }
 

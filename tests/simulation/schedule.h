@@ -110,13 +110,16 @@ inline std::string Describe(const Action& a) {
       break;
     case Action::Kind::kBurst: out << "burst " << a.count << " events"; break;
     case Action::Kind::kStall: out << "stall a batch taken " << a.delay_ms << " ms on for " << a.ms << " ms"; break;
-    case Action::Kind::kOverflow: out << "overflow: stall " << a.ms << " ms, " << a.count << " events past the depth"; break;
+    case Action::Kind::kOverflow:
+      out << "overflow: stall " << a.ms << " ms, " << a.count << " events past the depth";
+      break;
     case Action::Kind::kFailSends: out << "fail the next " << a.count << " sends"; break;
     case Action::Kind::kTailLoss: out << "lose " << a.count << " batches (counted as published)"; break;
     case Action::Kind::kStatus: out << "status " << Name(a.status) << " for " << a.ms << " ms"; break;
     case Action::Kind::kListingDelay: out << "serve the next listing " << a.ms << " ms late"; break;
     case Action::Kind::kRestart:
-      out << "restart the leader's publisher, " << Name(a.numbering) << ", queue " << (a.drained ? "drained" : "dropped");
+      out << "restart the leader's publisher, " << Name(a.numbering) << ", queue "
+          << (a.drained ? "drained" : "dropped");
       break;
     case Action::Kind::kBacklogRestart:
       out << "burst " << a.count << " events, restart behind the backlog, " << Name(a.numbering);
@@ -131,7 +134,8 @@ inline std::string Describe(const Action& a) {
 
 inline std::string Describe(const Schedule& s) {
   std::ostringstream out;
-  out << "seed " << s.seed << ": status_url " << (s.explicit_status_url ? "explicit (master 0's)" : "beside the snapshot")
+  out << "seed " << s.seed << ": status_url "
+      << (s.explicit_status_url ? "explicit (master 0's)" : "beside the snapshot")
       << ", queue depth " << s.queue_depth << ", drain " << s.drain_rate << " events/s, " << s.universe << " keys\n";
   for (size_t i = 0; i < s.actions.size(); ++i) out << "  " << i << ": " << Describe(s.actions[i]) << "\n";
   out << "  end: quiesce, status " << Name(s.final_status) << (s.final_gap ? ", a lost batch before the final one" : "")
@@ -186,7 +190,12 @@ inline Schedule DrawSchedule(uint64_t seed, int steps = 14) {
       case 9: case 10: a.kind = Action::Kind::kLeaderChange; a.with_snapshot = chance(0.7); break;
       case 11: a.kind = Action::Kind::kFailSends; a.count = uniform(1, 2); break;
       case 12: case 13: a.kind = Action::Kind::kQuiesce; break;
-      case 14: case 15: case 16: a.kind = Action::Kind::kChurn; a.count = uniform(5, 40); a.ms = uniform(20, 200); a.one_event = true; break;
+      case 14: case 15: case 16:
+        a.kind = Action::Kind::kChurn;
+        a.count = uniform(5, 40);
+        a.ms = uniform(20, 200);
+        a.one_event = true;
+        break;
       case 17: a.kind = Action::Kind::kBurst; a.count = uniform(200, 3000); break;
       case 18: a.kind = Action::Kind::kOverflow; a.ms = uniform(200, 800); a.count = uniform(10, 200); break;
       default:
