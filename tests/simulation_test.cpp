@@ -366,11 +366,9 @@ class SimulationRun {
           leader().queue().StallNextBatch(0ms);  // in case an earlier stall held the queue instead
           leader().queue().EndStall();
         } else {
-          // In chunks the queue holds: the whole burst reaches the subscriber.
-          for (int left = a.count; left > 0; left -= static_cast<int>(schedule_.queue_depth)) {
-            Burst(std::min(left, static_cast<int>(schedule_.queue_depth)));
-            leader().Drain();
-          }
+          // More than the queue holds: it overflows (a gap, a resync under
+          // way when the publisher restarts).
+          Burst(a.count);
         }
         leader().Drain();  // handed to the socket; the close lingers until it has left
         Restart(a.numbering, /*drained=*/true);
