@@ -16,6 +16,13 @@ constexpr size_t kChunkBytes = 64 * 1024;
 AdminServer::AdminServer(const HeldKeys& keys, const PublisherCounters& counters)
     : keys_(keys), counters_(counters), server_(std::make_unique<httplib::Server>()) {
   server_->Get("/kv_events/status", [this](const httplib::Request&, httplib::Response& response) {
+    int http_status = 200;
+    std::string body;
+    if (status_override_ && status_override_(&http_status, &body)) {
+      response.status = http_status;
+      response.set_content(body, "application/json");
+      return;
+    }
     // Three loads, not one instant: as Mooncake's own handler reads them.
     const uint64_t dropped = counters_.dropped_events.load(std::memory_order_acquire);
     const uint64_t batches = counters_.published_batches.load(std::memory_order_acquire);
@@ -26,7 +33,7 @@ AdminServer::AdminServer(const HeldKeys& keys, const PublisherCounters& counters
                          "application/json");
   });
   server_->Get("/get_all_keys", [this](const httplib::Request&, httplib::Response& response) {
-    std::shared_ptr<const std::string> body = keys_.Listing();
+    std::shared_ptr<const std::string> body = listing_source_ ? listing_source_() : keys_.Listing();
     served_.fetch_add(1, std::memory_order_relaxed);
     const size_t length = body->size();
     if (length == 0) {

@@ -15,9 +15,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "held_keys.h"
 #include "publisher_counters.h"
@@ -45,6 +47,19 @@ class AdminServer {
   // Stops serving and joins the server thread; idempotent.
   void Stop();
 
+  // Faults for a simulation's nemesis (tests/simulation_test.cpp); set
+  // before Start, called on the server's threads. `status`: when it returns
+  // true, GET /kv_events/status answers its HTTP status and body instead of
+  // the counters (a lagging, reset, missing or foreign status). `listing`:
+  // the body of GET /get_all_keys instead of the held keys' listing (so that
+  // the caller can record what each download was served, or delay it).
+  using StatusOverride = std::function<bool(int* http_status, std::string* body)>;
+  using ListingSource = std::function<std::shared_ptr<const std::string>()>;
+  void SetFaultHooks(StatusOverride status, ListingSource listing) {
+    status_override_ = std::move(status);
+    listing_source_ = std::move(listing);
+  }
+
   // Requests answered so far (for the tool's summary).
   uint64_t listings_served() const { return served_.load(std::memory_order_relaxed); }
 
@@ -55,6 +70,8 @@ class AdminServer {
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
   int port_ = -1;
+  StatusOverride status_override_;
+  ListingSource listing_source_;
   std::atomic<uint64_t> served_{0};
 };
 

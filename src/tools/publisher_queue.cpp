@@ -38,6 +38,26 @@ void PublisherQueue::Skip(uint64_t n) {
   work_.notify_one();
 }
 
+void PublisherQueue::StallNextBatch(std::chrono::milliseconds stall, std::chrono::milliseconds after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stall_next_ = stall;
+  stall_from_ = std::chrono::steady_clock::now() + after;
+  end_stall_ = false;
+}
+
+void PublisherQueue::EndStall() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_stall_ = true;
+  }
+  unstall_.notify_all();
+}
+
+void PublisherQueue::FailNextSends(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_sends_ = n;
+}
+
 void PublisherQueue::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   drained_.wait(lock, [this] { return queue_.empty() && lost_batches_ == 0 && !busy_; });
@@ -51,10 +71,12 @@ void PublisherQueue::Close(bool drain) {
     if (!drain) {
       queue_.clear();
       lost_batches_ = 0;
+      abandon_ = true;
     }
     stop_ = true;
   }
   work_.notify_one();
+  unstall_.notify_all();
   worker_.join();
   // Dropped events at the very end still consumed their sequences.
   if (dropped_sequences_ > 0) publisher_.ConsumeSequences(dropped_sequences_);
@@ -76,14 +98,34 @@ void PublisherQueue::Work() {
     queue_.erase(queue_.begin(), queue_.begin() + n);
     const uint64_t dropped = std::exchange(dropped_sequences_, 0);
     const uint64_t lost = std::exchange(lost_batches_, 0);
+    const std::chrono::milliseconds stall = n > 0 && Clock::now() >= stall_from_
+                                                ? std::exchange(stall_next_, std::chrono::milliseconds(0))
+                                                : std::chrono::milliseconds(0);
+    const bool fail = n > 0 && failed_sends_ > 0;
+    if (fail) --failed_sends_;
     busy_ = true;
+    if (stall.count() > 0) {
+      // Taken, not sent: published_batches does not count it yet.
+      unstall_.wait_for(lock, stall, [this] { return abandon_ || end_stall_; });
+      end_stall_ = false;
+      if (abandon_) {
+        busy_ = false;
+        drained_.notify_all();
+        continue;
+      }
+    }
     lock.unlock();
     // The sequence numbers dropped events and lost batches consumed come
     // before this batch's: it was taken after them.
     if (dropped > 0) publisher_.ConsumeSequences(dropped);
     if (lost > 0) publisher_.Skip(lost);
-    for (const ScriptEvent& event : batch) publisher_.Add(event);
-    publisher_.Flush();
+    if (fail) {
+      publisher_.ConsumeSequences(1);
+      counters_.dropped_events.fetch_add(n, std::memory_order_release);
+    } else {
+      for (const ScriptEvent& event : batch) publisher_.Add(event);
+      publisher_.Flush();
+    }
     taken += n;
     if (drain_rate_ > 0) {
       // The next batch is taken when the events before it fit the rate.

@@ -39,6 +39,23 @@ class PublisherQueue final : public EventSink {
   // `n` lost batches: the worker skips their sequences before its next batch.
   void Skip(uint64_t n) override;
 
+  // Faults for a simulation's nemesis (tests/simulation_test.cpp); a real
+  // master shows both. The next batch the worker takes is held for `stall`
+  // before it is sent (a worker blocked in its send: it counts nothing
+  // meanwhile, and Drain waits for it; Close(false) cuts it short and the
+  // batch goes with the queue). With `after`, the first batch taken once
+  // that long has passed (a worker that gets stuck at some moment, not
+  // necessarily now). 0 cancels a stall not yet begun.
+  void StallNextBatch(std::chrono::milliseconds stall, std::chrono::milliseconds after = std::chrono::milliseconds(0));
+  // Ends a stall under way (or the one StallNextBatch armed, before it
+  // begins): the held batch is sent now.
+  void EndStall();
+  // The next `n` batches taken fail to send: each consumes one sequence
+  // number and adds its event count to dropped_events, as Mooncake counts a
+  // failed send (docs/wire-formats.md, section 6). Replaces a count not yet
+  // used up (0 cancels it).
+  void FailNextSends(uint64_t n);
+
   // Waits until everything queued has been sent.
   void Drain();
   // Drains (or, `drain` false, drops what is still queued, as a stopped
@@ -61,6 +78,12 @@ class PublisherQueue final : public EventSink {
   uint64_t lost_batches_ = 0;       // Skip()s not yet taken
   bool busy_ = false;               // the worker holds a batch it has taken
   bool stop_ = false;
+  bool abandon_ = false;                            // Close(false): a stalled batch is not sent
+  bool end_stall_ = false;                          // EndStall
+  std::chrono::milliseconds stall_next_{0};         // StallNextBatch
+  std::chrono::steady_clock::time_point stall_from_{};  // ... for batches taken from then on
+  uint64_t failed_sends_ = 0;                       // FailNextSends not yet taken
+  std::condition_variable unstall_;                 // a stalled worker waits on it
   std::thread worker_;  // last: started once everything above exists
 };
 
