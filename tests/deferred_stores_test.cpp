@@ -77,5 +77,56 @@ TEST(DeferredStores, DroppedByAClearOrAnEndThatDoesNotApplyThem) {
   EXPECT_FALSE(index.Contains({}, a));
 }
 
+Event Ev(EventKind kind, std::string_view key, std::string_view tenant = {}, std::string_view medium = {}) {
+  Event e;
+  e.kind = kind;
+  e.object_key = key;
+  e.tenant_id = tenant;
+  e.medium = medium;
+  e.generation = PublisherGeneration::kSecond;
+  return e;
+}
+
+// The rules in the Mooncake format (from the outside review of 1.3.0, which
+// they held against): a store on one medium dropped by a removal on
+// another, "" and "default" one tenant, a tenant's clear, a duplicate batch
+// ignored, an empty batch, an unnumbered one, a clear while deferring.
+TEST(DeferredStores, PerMediumTenantsDuplicatesAndClearsDropWhatWaits) {
+  IndexOptions o;
+  o.residency = Residency::kPerMedium;
+  Index index(o);
+  const std::vector<Event> first = {Ev(EventKind::kStored, "seed")};
+  index.ApplyBatch(1, first, SequenceRules::kMooncakeProduction, {true, 1, 1});
+  index.DeferStores();
+  // A store on cpu, its removal on disk (another medium): the store goes.
+  const std::vector<Event> b2 = {Ev(EventKind::kStored, "k", {}, "cpu"), Ev(EventKind::kRemoved, "k", {}, "disk")};
+  index.ApplyBatch(2, b2, SequenceRules::kMooncakeProduction, {true, 2, 3});
+  // Tenant "" and "default" are one.
+  const std::vector<Event> b3 = {Ev(EventKind::kStored, "t", ""), Ev(EventKind::kRemoved, "t", "default"),
+                                 Ev(EventKind::kStored, "u", "x"), Ev(EventKind::kTenantCleared, {}, "x")};
+  index.ApplyBatch(3, b3, SequenceRules::kMooncakeProduction, {true, 4, 7});
+  // Duplicate (seq == last) is ignored, stores included.
+  const std::vector<Event> dup = {Ev(EventKind::kStored, "d")};
+  index.ApplyBatch(3, dup, SequenceRules::kMooncakeProduction, {true, 8, 8});
+  // Empty batch, then a batch whose id 0 makes it unnumbered.
+  index.ApplyBatch(4, {}, SequenceRules::kMooncakeProduction, {});
+  const std::vector<Event> b5 = {Ev(EventKind::kStored, "w")};
+  index.ApplyBatch(5, b5, SequenceRules::kMooncakeProduction, {true, 8, 8});
+  index.EndDeferral(true);
+  EXPECT_FALSE(index.Contains({}, "k"));
+  EXPECT_FALSE(index.Contains({}, "t"));
+  EXPECT_FALSE(index.Contains("x", "u"));
+  EXPECT_FALSE(index.Contains({}, "d"));
+  EXPECT_TRUE(index.Contains({}, "w"));
+
+  // A clear while deferring drops what waits; a restart (ids not continuing) too.
+  index.DeferStores();
+  const std::vector<Event> b6 = {Ev(EventKind::kStored, "c")};
+  index.ApplyBatch(6, b6, SequenceRules::kMooncakeProduction, {true, 9, 9});
+  index.Clear();
+  index.EndDeferral(true);
+  EXPECT_FALSE(index.Contains({}, "c"));
+}
+
 }  // namespace
 }  // namespace sci

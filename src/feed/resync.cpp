@@ -321,18 +321,21 @@ bool Resync::Poll(Clock::time_point now) {
   const uint64_t keys = fetch_->keys();
   const size_t replayed = buffer_.messages();
   const size_t spilled = buffer_.spilled_bytes();
-  if (release == Release::kWithholding) index_.DeferStores();
+  // The index defers from the replay on, and withholding_ says so before
+  // anything can fail: every way out (Fail, Reset, the loop's recovery from
+  // an exception out of Replay) ends the deferral through EndWithholding.
+  if (release == Release::kWithholding) {
+    withholding_ = Withholding{bound, now + std::chrono::milliseconds(options_.catch_up_max_ms), now};
+    index_.DeferStores();
+  }
   if (std::string why = Replay(); !why.empty()) {
-    index_.EndDeferral(/*apply=*/false);
     Fail(why, now);
     return false;
   }
-  Reset();
-  // Set after Reset(), which ends any withholding: the index keeps
-  // deferring from the replay on.
-  if (release == Release::kWithholding) {
-    withholding_ = Withholding{bound, now + std::chrono::milliseconds(options_.catch_up_max_ms), now};
-  }
+  // Reset() but the deferral, which goes on.
+  fetch_.reset();
+  anchor_.Stop();
+  DropBuffer();
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
   index_.Release();
@@ -363,9 +366,14 @@ void Resync::OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_poi
   const BatchPeek peek = PeekBatch(frames);
   // The anchor (catch_up_anchor.h): taken from a queue the worker emptied
   // after the status read, so every event the snapshot may reflect is in
-  // this batch or an earlier one. It is applied whole.
+  // this batch or an earlier one. It is applied whole. Only a batch that
+  // continues the stream can be it: one that shows a gap or a restart
+  // clears instead (what waits must not show even for the moment between).
+  const Index::Cursor cursor = index_.cursor();
+  const bool continues = cursor.has_sequence && peek.sequence == cursor.last_sequence + 1 &&
+                         (!peek.ids_known || !cursor.has_event_id || peek.first_id == cursor.last_event_id + 1);
   if (peek.has_sequence && peek.has_events && peek.events < CatchUpAnchor::kFullBatch &&
-      peek.sequence > withholding_->bound) {
+      peek.sequence > withholding_->bound && continues) {
     const uint64_t bound = withholding_->bound;
     EndWithholding(/*apply=*/true);
     Logf(LogLevel::kInfo, "resync: the anchor came, batch %d (beyond %d); the deferred stores applied",

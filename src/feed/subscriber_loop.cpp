@@ -218,8 +218,9 @@ void Subscriber::Loop::Serve() {
   last_message_at_ = trust_.doubt_since();
   seen_clear_epoch_ = index_.clear_epoch();
   while (true) {
-    // A disconnect's new socket that could not be made yet (out of memory).
-    if (reopen_pending_) ReopenAfterDisconnect();
+    // A disconnect's new socket that could not be made yet (out of memory,
+    // no descriptor), once its back-off is over.
+    if (reopen_pending_ && Clock::now() >= reopen_retry_at_) TryReopen(Clock::now());
     // Before sleeping: the sleep must end in time for a warning that is due.
     stuck_.Update(Clock::now(), StateForReport(), endpoint_for_logs_);
     zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
@@ -368,7 +369,12 @@ void Subscriber::Loop::CompleteRetarget(uint64_t ticket, SubscriberError code, s
 
 void Subscriber::Loop::PollResync() {
   if (resync_.ReplayDue(Clock::now()) && data_.handle() != nullptr && !reopen_pending_) {
-    DrainData(options_.receive_hwm > 0 ? options_.receive_hwm : -1);
+    // The monitor first, as in Serve: a disconnect already reported must
+    // not let a quick reconnect's messages join the buffer being replayed.
+    DrainMonitor();
+    if (resync_.ReplayDue(Clock::now()) && !reopen_pending_) {
+      DrainData(options_.receive_hwm > 0 ? options_.receive_hwm : -1);
+    }
   }
   if (resync_.Poll(Clock::now())) OnResynced(Clock::now());
 }
@@ -395,6 +401,7 @@ long Subscriber::Loop::PollTimeoutMs() const {
     const Clock::time_point stale_at = trust_.doubt_since() + std::chrono::milliseconds(options_.stale_after_ms);
     if (!deadline || stale_at < *deadline) deadline = stale_at;
   }
+  if (reopen_pending_ && (!deadline || reopen_retry_at_ < *deadline)) deadline = reopen_retry_at_;
   if (!deadline) return -1;
   const auto left = *deadline - Clock::now();
   if (left <= Clock::duration::zero()) return 0;
@@ -514,11 +521,14 @@ void Subscriber::Loop::OnDisconnected(std::string_view address) {
     // applied; the socket goes with it.
     MarkDisconnected();
     reopen_pending_ = true;
+    reopen_failures_ = 0;
+    reopen_retry_at_ = {};
+    ClearAfterDisconnect();
     Logf(LogLevel::kWarn,
          "subscriber %s: disconnected from %s; a publisher restart behind it cannot be ruled out: index cleared, "
          "reconnecting on a new socket%s (reconnect_policy resync)",
          endpoint_for_logs_, EscapedForLogs(address), resync_.enabled() ? " and resyncing" : "");
-    ReopenAfterDisconnect();
+    TryReopen(Clock::now());
     return;
   }
   // What is queued arrived before the disconnect: apply it while the
@@ -536,22 +546,39 @@ void Subscriber::Loop::OnDisconnected(std::string_view address) {
        endpoint_for_logs_, EscapedForLogs(address), options_.stale_after_ms);
 }
 
-void Subscriber::Loop::ReopenAfterDisconnect() {
-  SubscriberError code = SubscriberError::kNone;
-  std::string error;
-  if (!OpenSocket(current_endpoint_, &code, &error)) {
-    // It connected before: ZeroMQ refusing it now is not expected. The
-    // old socket stays, unread, and the index cleared; retried.
-    Logf(LogLevel::kError, "subscriber %s: cannot reconnect: %s", endpoint_for_logs_, error);
-  } else {
-    reopen_pending_ = false;
-  }
+void Subscriber::Loop::ClearAfterDisconnect() {
   if (resync_.active()) {
     resync_.Begin(Clock::now());  // what it buffered may be the old publisher's
   } else {
     index_.Clear();  // ResyncIfCleared starts the resync
   }
   index_.feed_counters().disconnect_clears.Add();  // after the clear: whoever sees it sees the index cleared
+}
+
+void Subscriber::Loop::TryReopen(Clock::time_point now) {
+  SubscriberError code = SubscriberError::kNone;
+  std::string error;
+  bool opened = false;
+  try {
+    opened = OpenSocket(current_endpoint_, &code, &error);
+  } catch (const zmq::error_t& e) {
+    // No socket to be had (a process at its descriptor limit): the old one
+    // stays, unread, and the index cleared; retried with a back-off. Not
+    // the end of the subscriber, as a socket error on a live one is.
+    if (e.num() == ETERM) throw;
+    error = sci::StrFormat("cannot make a socket (%s)", e.what());
+  }
+  if (opened) {
+    reopen_pending_ = false;
+    reopen_failures_ = 0;
+    return;
+  }
+  const auto delay_ms = static_cast<uint32_t>(
+      std::min<uint64_t>(options_.reconnect_max_ms, uint64_t{options_.reconnect_ms} << std::min(reopen_failures_, 16u)));
+  ++reopen_failures_;
+  reopen_retry_at_ = now + std::chrono::milliseconds(delay_ms);
+  Logf(LogLevel::kError, "subscriber %s: cannot reconnect: %s; trying again in %d ms", endpoint_for_logs_, error,
+       delay_ms);
 }
 
 void Subscriber::Loop::MarkDisconnected() {

@@ -140,10 +140,14 @@ class Subscriber::Loop {
 
   void OnDisconnected(std::string_view address);
 
-  // ReconnectPolicy::kResync, after a disconnect: a new socket to the same
-  // endpoint (the old one's queue dropped with it), the index cleared, a
-  // resync started over. Retried at the loop's next turn if memory is short.
-  void ReopenAfterDisconnect();
+  // ReconnectPolicy::kResync, after a disconnect: the index cleared, or the
+  // resync under way started over (disconnect_clears).
+  void ClearAfterDisconnect();
+  // Then a new socket to the same endpoint, the old one's queue dropped
+  // with it. If none can be made (memory, descriptors) the old one stays
+  // unread and reopen_pending_ set: tried again at the loop's turn after a
+  // back-off (reconnect_ms doubling to reconnect_max_ms).
+  void TryReopen(Clock::time_point now);
 
   // Allocates nothing.
   void MarkDisconnected();
@@ -215,6 +219,8 @@ class Subscriber::Loop {
   // A disconnect under ReconnectPolicy::kResync whose socket is still to be
   // replaced: nothing is read from the old one meanwhile (OnDisconnected).
   bool reopen_pending_ = false;
+  uint32_t reopen_failures_ = 0;
+  Clock::time_point reopen_retry_at_{};
   std::vector<zmq::message_t> frames_;
   std::vector<std::span<const uint8_t>> spans_;
   DecodedMessage scratch_;
