@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test.
 #
-# The quick run (the default: about 6 minutes on an idle 2-core machine):
+# The quick run (the default: about 8 minutes on an idle 2-core machine):
 #   1. scripts/install-deps.sh (cheap when every package is there),
 #   2. the RelWithDebInfo build into [build-dir] (default build/),
 #   3. the whole ctest suite of that build (the fuzz harnesses' corpora are
