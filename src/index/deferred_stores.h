@@ -67,28 +67,26 @@ class DeferredStores {
 
   void Clear() { stores_.clear(); }
 
-  // Calls `apply(event)` for each kept store (the event views the set's
-  // strings), then empties the set.
-  template <typename Apply>
-  void Drain(Apply&& apply) {
-    for (const auto& [id, s] : stores_) {
-      Event event;
-      event.kind = EventKind::kStored;
-      event.tenant_id = s.tenant;
-      event.object_key = s.key;
-      event.group_id = s.group;
-      event.medium = s.medium;
-      event.generation = s.generation;
-      apply(event);
-    }
-    stores_.clear();
-  }
-
- private:
   struct Stored {
     std::string tenant, key, group, medium;
     PublisherGeneration generation = PublisherGeneration::kUnknown;
   };
+  // The kept stores, each as the event to apply (it views the set's
+  // strings): for (const auto& [id, s] : set) Apply(AsEvent(s)), then Clear().
+  auto begin() const { return stores_.begin(); }
+  auto end() const { return stores_.end(); }
+  static Event AsEvent(const Stored& s) {
+    Event event;
+    event.kind = EventKind::kStored;
+    event.tenant_id = s.tenant;
+    event.object_key = s.key;
+    event.group_id = s.group;
+    event.medium = s.medium;
+    event.generation = s.generation;
+    return event;
+  }
+
+ private:
 
   // The tenant ("" and "default" are one) and the key, apart: the tenant's
   // length first, so no two pairs share an id whatever bytes they hold.

@@ -191,7 +191,9 @@ void Index::EndDeferral(bool apply) {
   }
   BatchTally tally;
   try {
-    deferred_.Drain([&](const Event& event) { ApplyEvent(last_sequence_, event, tally); });
+    // Each key's last store, in no order: no two are of one key.
+    for (const auto& [id, stored] : deferred_) ApplyEvent(last_sequence_, DeferredStores::AsEvent(stored), tally);
+    deferred_.Clear();
   } catch (const std::bad_alloc&) {
     // As for a batch half applied: only the empty state can be vouched for.
     AddTally(tally);
