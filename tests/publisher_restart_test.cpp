@@ -234,7 +234,8 @@ TEST_P(InvisibleRestart, OnlyTheDefaultPolicyForgetsTheOldMastersKeys) {
   ASSERT_NE(subscriber, nullptr);
   ASSERT_TRUE(first->AwaitSubscription());
   for (uint64_t s = 1; s <= 3; ++s) {
-    const MooncakeEvent one[] = {StoredEvent(s, "old-" + std::to_string(s))};
+    const std::string key = "old-" + std::to_string(s);  // the event views it
+    const MooncakeEvent one[] = {StoredEvent(s, key)};
     first->SendBatch(s, one);
   }
   ASSERT_TRUE(WaitFor([&] { return index.GetStats().last_sequence == 3; }));
@@ -277,7 +278,8 @@ TEST(InvisibleRestartBehindABacklog, NoKeyOfTheOldMasterSurvivesUnderTheDefault)
   ASSERT_TRUE(first->AwaitSubscription());
   constexpr uint64_t kBacklog = 20000;  // one-event batches, sent faster than they are applied
   for (uint64_t s = 1; s <= kBacklog; ++s) {
-    const MooncakeEvent one[] = {StoredEvent(s, "old-" + std::to_string(s))};
+    const std::string key = "old-" + std::to_string(s);  // the event views it
+    const MooncakeEvent one[] = {StoredEvent(s, key)};
     first->SendBatch(s, one);
   }
   first.reset();
@@ -286,7 +288,8 @@ TEST(InvisibleRestartBehindABacklog, NoKeyOfTheOldMasterSurvivesUnderTheDefault)
   uint64_t s = kBacklog;
   ASSERT_TRUE(WaitFor([&] {
     ++s;
-    const MooncakeEvent one[] = {StoredEvent(s, "new-" + std::to_string(s))};
+    const std::string key = "new-" + std::to_string(s);  // the event views it
+    const MooncakeEvent one[] = {StoredEvent(s, key)};
     second.SendBatch(s, one);
     return index.Contains({}, "new-" + std::to_string(s));
   }));

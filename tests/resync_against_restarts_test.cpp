@@ -68,7 +68,8 @@ TEST_P(RestartDuringAResync, TheOldMastersBufferedStoresNeverShow) {
   ASSERT_NE(subscriber, nullptr);
   ASSERT_TRUE(old_master->AwaitSubscription());
   for (uint64_t s = 1; s <= 3; ++s) {
-    const MooncakeEvent one[] = {StoredEvent(s, "old-" + std::to_string(s))};
+    const std::string key = "old-" + std::to_string(s);  // the event views it
+    const MooncakeEvent one[] = {StoredEvent(s, key)};
     old_master->SendBatch(s, one);
   }
   ASSERT_TRUE(WaitFor([&] { return snapshot.requests() >= 1 && index.GetStats().messages_received == 3; }));
@@ -84,7 +85,8 @@ TEST_P(RestartDuringAResync, TheOldMastersBufferedStoresNeverShow) {
   snapshot.Release();
   uint64_t s = 4;
   ASSERT_TRUE(WaitFor([&] {
-    const MooncakeEvent next[] = {StoredEvent(s - 2, "new-" + std::to_string(s - 2))};
+    const std::string key = "new-" + std::to_string(s - 2);  // the event views it
+    const MooncakeEvent next[] = {StoredEvent(s - 2, key)};
     new_master.SendBatch(++s, next);
     return index.GetStats().resyncs >= 1 && index.Contains({}, "new-" + std::to_string(s - 3)) &&
            !index.GetStats().resyncing;
