@@ -285,6 +285,11 @@ typedef struct sci_page_result {
                            layout sci_index_check_prefix's answer (Dynamo's), which may differ
                            from the leading run of hits[] (hybrid and window-only layouts) */
     size_t fast_path;   /* pages answered by an already-verified group */
+    /* ---- 1.4 (written only when struct_size covers it) ---- */
+    size_t prefix_tokens; /* the leading prompt tokens the engine will load from the pool:
+                             SGLang prefix_hits * page_size; vLLM the usable prefix at the
+                             layout's own granularity (see "Credit in tokens" below), so
+                             >= prefix_hits * block_size */
 } sci_page_result;
 #define SCI_PAGE_RESULT_INIT SCI_STRUCT_INIT_(sci_page_result)
 
@@ -444,6 +449,9 @@ typedef struct sci_tier_result {
                                             L[n_tiers - 1] = sci_index_check_prefix's answer;
                                             entries from n_tiers on are 0 */
     size_t pages_at[SCI_TIERS_MAX];      /* how many pages have their best tier = t */
+    /* ---- 1.4 (written only when struct_size covers it) ---- */
+    size_t prefix_tokens[SCI_TIERS_MAX]; /* sci_page_result.prefix_tokens, loadable from tier <= t;
+                                            entries from n_tiers on are 0 */
 } sci_tier_result;
 #define SCI_TIER_RESULT_INIT SCI_STRUCT_INIT_(sci_tier_result)
 

@@ -743,12 +743,13 @@ pub struct sci_page_result {
     pub total_hits: usize,
     pub prefix_hits: usize,
     pub fast_path: usize,
+    pub prefix_tokens: usize,
 }
 #[test]
 fn bindgen_test_layout_sci_page_result() {
     assert_eq!(
         ::std::mem::size_of::<sci_page_result>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(sci_page_result))
     );
     assert_eq!(
@@ -841,6 +842,23 @@ fn bindgen_test_layout_sci_page_result() {
         );
     }
     test_field_fast_path();
+    fn test_field_prefix_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_page_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prefix_tokens) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_page_result),
+                "::",
+                stringify!(prefix_tokens)
+            )
+        );
+    }
+    test_field_prefix_tokens();
 }
 extern "C" {
     pub fn sci_index_check_pages(
@@ -1104,12 +1122,13 @@ pub struct sci_tier_result {
     pub n_pages: usize,
     pub prefix_pages: [usize; 4usize],
     pub pages_at: [usize; 4usize],
+    pub prefix_tokens: [usize; 4usize],
 }
 #[test]
 fn bindgen_test_layout_sci_tier_result() {
     assert_eq!(
         ::std::mem::size_of::<sci_tier_result>(),
-        80usize,
+        112usize,
         concat!("Size of: ", stringify!(sci_tier_result))
     );
     assert_eq!(
@@ -1202,6 +1221,23 @@ fn bindgen_test_layout_sci_tier_result() {
         );
     }
     test_field_pages_at();
+    fn test_field_prefix_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_tier_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prefix_tokens) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_tier_result),
+                "::",
+                stringify!(prefix_tokens)
+            )
+        );
+    }
+    test_field_prefix_tokens();
 }
 extern "C" {
     pub fn sci_index_check_tiers(
