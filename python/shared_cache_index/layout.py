@@ -124,9 +124,9 @@ class Layout:
                 keep.append(raw)
                 setattr(spec, name, _capi.to_str(raw))
             else:
-                pools = _pool_array(value, keep)
+                pools, count = _pool_array(value, keep)
                 spec.pools = pools
-                spec.n_pools = len(pools) if pools is not None else 0
+                spec.n_pools = count
         out = ctypes.c_void_p()
         check_status(api, api.layout_new(ctypes.byref(spec), ctypes.byref(out)))
         self._adopt(api, out.value)
@@ -215,12 +215,13 @@ class Layout:
         return f"<shared_cache_index.Layout {self._family} block_size={self._block_size}>"
 
 
-def _pool_array(pools: Iterable[Pool] | None, keep: list[Any]) -> Any:
+def _pool_array(pools: Iterable[Pool] | None, keep: list[Any]) -> tuple[Any, int]:
+    """(pointer to a sci_pool array or None, count); what it points to goes to `keep`."""
     if pools is None:
-        return None
+        return None, 0
     items = list(pools)
     if not items:
-        return None
+        return None, 0
     array = (_capi.sci_pool * len(items))()
     for i, pool in enumerate(items):
         if not isinstance(pool, Pool):
@@ -236,4 +237,4 @@ def _pool_array(pools: Iterable[Pool] | None, keep: list[Any]) -> Any:
             array[i].hit_policy = _capi.SCI_HIT_TRAILING_PAGES
             array[i].trailing_pages = as_u32(pool.trailing_pages, f"pools[{i}].trailing_pages")
     keep.append(array)
-    return ctypes.cast(array, ctypes.POINTER(_capi.sci_pool))
+    return ctypes.cast(array, ctypes.POINTER(_capi.sci_pool)), len(items)
