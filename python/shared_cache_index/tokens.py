@@ -17,6 +17,7 @@ Three inputs, in order of cost:
 
 from __future__ import annotations
 
+import ctypes
 from array import array
 from typing import Any, Iterable, Sequence, Union
 
@@ -44,6 +45,14 @@ def _bad_value(values: Iterable[Any]) -> InvalidArgument:
     return InvalidArgument("tokens: not a sequence of u32 token ids")
 
 
+def _numpy_address(tokens: Any) -> int:
+    # A writable array lends its buffer to ctypes (about 0.25 us); a
+    # read-only one only through numpy's own interface (about 0.5 us).
+    if tokens.flags.writeable:
+        return ctypes.addressof(ctypes.c_char.from_buffer(tokens))
+    return int(tokens.ctypes.data)
+
+
 def _from_numpy(tokens: Any) -> tuple[int, int, Any]:
     dtype = tokens.dtype
     if tokens.ndim != 1:
@@ -51,15 +60,19 @@ def _from_numpy(tokens: Any) -> tuple[int, int, Any]:
     if dtype.kind == "u" and dtype.itemsize == 4 and dtype.isnative:
         if not tokens.flags.c_contiguous:
             tokens = tokens.copy()  # a strided view: one contiguous copy
-        return tokens.__array_interface__["data"][0], tokens.shape[0], tokens
+        if not tokens.shape[0]:
+            return 0, 0, tokens
+        return _numpy_address(tokens), tokens.shape[0], tokens
     if dtype.kind not in "iu":
         raise InvalidArgument(f"tokens: a numpy array of dtype {dtype}; token ids are integers (give uint32)")
     if tokens.shape[0]:
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high > U32_MAX:
             raise _bad_value(tokens.tolist())
-    converted = tokens.astype("uint32")  # native byte order, C-contiguous
-    return converted.__array_interface__["data"][0], converted.shape[0], converted
+    converted = tokens.astype("uint32")  # native byte order, C-contiguous, writable
+    if not converted.shape[0]:
+        return 0, 0, converted
+    return _numpy_address(converted), converted.shape[0], converted
 
 
 def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
