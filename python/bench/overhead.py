@@ -99,9 +99,9 @@ class CLoop:
                             ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
                             ctypes.POINTER(ctypes.c_uint64)]
         # The very function the package calls, from the library it loaded.
-        self.check_pages = ctypes.cast(_library.api().index_check_pages, ctypes.c_void_p).value
+        self.check_pages = ctypes.cast(_library.api().index_check_pages, ctypes.c_void_p).value  # type: ignore[arg-type]
 
-    def run(self, ix: sci.Index, lay: sci.Layout, prompts: list[array], calls: int) -> tuple[float, int]:
+    def run(self, ix: sci.Index, lay: sci.Layout, prompts: list["array[int]"], calls: int) -> tuple[float, int]:
         """(ns per call, total hits) of `calls` C calls rotating over `prompts`."""
         pointers = (ctypes.c_void_p * len(prompts))(*[p.buffer_info()[0] for p in prompts])
         lengths = (ctypes.c_size_t * len(prompts))(*[len(p) for p in prompts])
@@ -218,7 +218,8 @@ def main() -> None:
     throughput: dict[int, tuple[float, float]] = {}
     per_thread = args.calls
     for n_threads in (1, 2):
-        c_rates, py_rates = [], []
+        c_rates: list[float] = []
+        py_rates: list[float] = []
         for _ in range(max(3, args.rounds // 2)):
             for kind in ("c", "py"):
                 barrier = threading.Barrier(n_threads + 1)

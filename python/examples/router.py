@@ -232,7 +232,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
             if prompts is None:
                 raise SystemExit(f"no prompts in {prompts_path} after {args.timeout_s} s")
             if published is not None:
-                last = wait_for(args.timeout_s, lambda: published_last_sequence(published))
+                summary_path = published
+                last = wait_for(args.timeout_s, lambda: published_last_sequence(summary_path))
                 if last is None:
                     raise SystemExit(f"the publisher did not finish within {args.timeout_s} s")
                 if wait_for(args.timeout_s, lambda: True if ix.stats()["last_sequence"] == last else None) is None:

@@ -294,7 +294,7 @@ S = TypeVar("S", bound=Structure)
 def init(struct_type: type[S]) -> S:
     """The SCI_*_INIT value: struct_size = sizeof as declared here, the rest zero."""
     value = struct_type()
-    value.struct_size = ctypes.sizeof(struct_type)  # type: ignore[attr-defined]
+    setattr(value, "struct_size", ctypes.sizeof(struct_type))
     return value
 
 

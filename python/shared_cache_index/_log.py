@@ -69,7 +69,7 @@ def set_log_forwarding(enabled: bool = True) -> None:
             api.set_log_callback(_CALLBACK, None)
             _installed = True
         else:
-            api.set_log_callback(_capi.sci_log_fn(), None)
+            api.set_log_callback(_capi.sci_log_fn(), None)  # type: ignore[call-overload]  # NULL
             _installed = False
 
 

@@ -8,10 +8,10 @@ from array import array
 from typing import TYPE_CHECKING, Any, Sequence
 
 from . import _capi, _library
-from .errors import InvalidArgument, closed
+from .errors import InternalError, InvalidArgument, closed
 from .events import Event
 from .layout import Layout, as_bytes, as_u32, check_status
-from .query import PAGE_RESULT, TIER_RESULT, PageResult, RequestExtras, TierResult, scratch
+from .query import PAGE_RESULT, SIZE_T, TIER_RESULT, PageResult, RequestExtras, TierResult, scratch
 from .tokens import Tokens, as_u32 as tokens_as_u32
 
 if TYPE_CHECKING:
@@ -27,6 +27,15 @@ _ABSENT = _capi.SCI_TIER_ABSENT
 
 def _free_index(free: Any, handle: int) -> None:
     free(handle)
+
+
+def _handles(index: "Index", layout: Layout) -> tuple[int, int]:
+    """(index handle, layout handle), or the error for a closed one / not a Layout."""
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout: expected a shared_cache_index.Layout, got {type(layout).__name__}")
+    if index._handle is None:
+        raise closed("Index")
+    raise closed("Layout")
 
 
 def _extras_address(extras: RequestExtras | None) -> int | None:
@@ -81,9 +90,12 @@ class Index:
         options.medium_tiers = _capi.to_str(tiers)
         out = ctypes.c_void_p()
         check_status(api, api.index_new(ctypes.byref(options), ctypes.byref(out)))
+        handle = out.value
+        if not handle:  # pragma: no cover - SCI_OK always sets it
+            raise InternalError("sci_index_new returned no index")
         self._api = api
-        self._handle = out.value
-        self._finalizer = weakref.finalize(self, _free_index, api.index_free, out.value)
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, _free_index, api.index_free, handle)
 
     # ---- lifetime ----------------------------------------------------------
 
@@ -271,9 +283,10 @@ class Index:
             TypeError: `extras` of the wrong type.
         """
         handle = self._handle
-        layout_handle = layout._handle
+        layout_handle = getattr(layout, "_handle", None)
         if handle is None or layout_handle is None:
-            raise closed("Index" if handle is None else "Layout")
+            handle, layout_handle = _handles(self, layout)
+        address: int | None
         if type(tokens) is array and tokens.typecode == "I":
             address, n_tokens = tokens.buffer_info()
         else:
@@ -300,7 +313,7 @@ class Index:
             _, n_pages, r.total_hits, r.prefix_hits, r.fast_path, r.prefix_tokens = \
                 PAGE_RESULT.unpack_from(s.page.data)
             r.n_pages = n_pages
-            r.hits_bytes = bytes(s.out.data[:n_pages]) if n_pages else b""
+            r.hits_bytes = s.out.view[:n_pages].tobytes()
             r._hits = None
             return r
         finally:
@@ -317,24 +330,29 @@ class Index:
             The number of pages (blocks).
         """
         handle = self._handle
-        layout_handle = layout._handle
+        layout_handle = getattr(layout, "_handle", None)
         if handle is None or layout_handle is None:
-            raise closed("Index" if handle is None else "Layout")
+            handle, layout_handle = _handles(self, layout)
+        address: int | None
         if type(tokens) is array and tokens.typecode == "I":
             address, n_tokens = tokens.buffer_info()
         else:
             address, n_tokens, tokens = tokens_as_u32(tokens)
         block = layout._block_size if block_size is None else as_u32(block_size, "block_size")
-        prefix = ctypes.c_size_t()
-        api = self._api
-        if extras is None:
-            status = api.index_check_prefix(handle, layout_handle, address, n_tokens, block, ctypes.byref(prefix))
-        else:
-            status = api.index_check_prefix_with_extras(handle, layout_handle, address, n_tokens, block,
-                                                        _extras_address(extras), ctypes.byref(prefix))
-        if status:
-            check_status(api, status)
-        return prefix.value
+        s = scratch()
+        s.busy = True
+        try:
+            api = self._api
+            if extras is None:
+                status = api.index_check_prefix(handle, layout_handle, address, n_tokens, block, s.prefix.address)
+            else:
+                status = api.index_check_prefix_with_extras(handle, layout_handle, address, n_tokens, block,
+                                                            _extras_address(extras), s.prefix.address)
+            if status:
+                check_status(api, status)
+            return int(SIZE_T.unpack_from(s.prefix.data)[0])
+        finally:
+            s.busy = False
 
     def check_tiers(self, layout: Layout, tokens: Tokens, block_size: int | None = None,
                     extras: RequestExtras | None = None) -> TierResult:
@@ -346,9 +364,10 @@ class Index:
             A ``TierResult``.
         """
         handle = self._handle
-        layout_handle = layout._handle
+        layout_handle = getattr(layout, "_handle", None)
         if handle is None or layout_handle is None:
-            raise closed("Index" if handle is None else "Layout")
+            handle, layout_handle = _handles(self, layout)
+        address: int | None
         if type(tokens) is array and tokens.typecode == "I":
             address, n_tokens = tokens.buffer_info()
         else:
@@ -376,7 +395,7 @@ class Index:
             r.prefix_pages = list(fields[3:3 + n_tiers])
             r.pages_at = list(fields[3 + m:3 + m + n_tiers])
             r.prefix_tokens = list(fields[3 + 2 * m:3 + 2 * m + n_tiers])
-            r.page_tier = [None if t == _ABSENT else t for t in s.out.data[:n_pages]]
+            r.page_tier = [None if t == _ABSENT else t for t in s.out.view[:n_pages]]
             return r
         finally:
             s.busy = False
@@ -405,7 +424,7 @@ class Index:
             r = _new_page_result(PageResult)
             _, r.n_pages, r.total_hits, r.prefix_hits, r.fast_path, r.prefix_tokens = \
                 PAGE_RESULT.unpack_from(s.page.data)
-            r.hits_bytes = bytes(s.out.data[:r.n_pages])
+            r.hits_bytes = s.out.view[:r.n_pages].tobytes()
             r._hits = None
             return r
         finally:

@@ -73,6 +73,7 @@ class PageResult:
     fast_path: int
     prefix_tokens: int
     hits_bytes: bytes
+    _hits: list[bool] | None
 
     @property
     def hits(self) -> list[bool]:
@@ -156,6 +157,8 @@ class TierResult:
 PAGE_RESULT = struct.Struct("@I5N")
 # struct_size, n_tiers, n_pages, prefix_pages[4], pages_at[4], prefix_tokens[4].
 TIER_RESULT = struct.Struct(f"@IIN{3 * _capi.SCI_TIERS_MAX}N")
+# check_prefix's answer, one size_t.
+SIZE_T = struct.Struct("@N")
 assert PAGE_RESULT.size == ctypes.sizeof(_capi.sci_page_result)
 assert TIER_RESULT.size == ctypes.sizeof(_capi.sci_tier_result)
 
@@ -164,18 +167,19 @@ class _Pinned:
     """A bytearray whose address is fixed while this object lives (the
     ctypes view holds a buffer export, so the bytearray cannot be resized)."""
 
-    __slots__ = ("data", "address", "_view")
+    __slots__ = ("data", "address", "view", "_ctypes_view")
 
     def __init__(self, size: int) -> None:
         self.data = bytearray(max(size, 1))
-        self._view = (ctypes.c_char * len(self.data)).from_buffer(self.data)
-        self.address: int = ctypes.addressof(self._view)
+        self._ctypes_view = (ctypes.c_char * len(self.data)).from_buffer(self.data)
+        self.address: int = ctypes.addressof(self._ctypes_view)
+        self.view = memoryview(self.data)  # slices copy out without an intermediate bytearray
 
 
 class Scratch:
     """One thread's buffers for the C answers (see the module docstring)."""
 
-    __slots__ = ("out", "out_cap", "page", "tier", "busy")
+    __slots__ = ("out", "out_cap", "page", "tier", "prefix", "busy")
 
     def __init__(self) -> None:
         self.out = _Pinned(256)
@@ -184,6 +188,7 @@ class Scratch:
         PAGE_RESULT.pack_into(self.page.data, 0, PAGE_RESULT.size, 0, 0, 0, 0, 0)
         self.tier = _Pinned(TIER_RESULT.size)
         TIER_RESULT.pack_into(self.tier.data, 0, TIER_RESULT.size, *([0] * (2 + 3 * _capi.SCI_TIERS_MAX)))
+        self.prefix = _Pinned(SIZE_T.size)
         self.busy = False
 
     def grow(self, cap: int) -> None:

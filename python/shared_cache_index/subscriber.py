@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from . import _capi
-from .errors import InvalidArgument, closed
+from .errors import InternalError, InvalidArgument, closed
 from .index import Index
 from .layout import as_bytes, as_u32, check_status
 
@@ -97,13 +97,16 @@ class Subscriber:
                 setattr(raw, name, as_u32(value, name))
         out = ctypes.c_void_p()
         check_status(api, api.subscriber_start(index_handle, ctypes.byref(raw), ctypes.byref(out)))
+        handle = out.value
+        if not handle:  # pragma: no cover - SCI_OK always sets it
+            raise InternalError("sci_subscriber_start returned no subscriber")
         self._api = api
         self._index = index
-        self._handle = out.value
+        self._handle = handle
         self._lock = threading.Lock()
         # Stops the thread exactly once: stop(), collection, or interpreter
         # exit (finalizers run newest first there, so before the index's).
-        self._finalizer = weakref.finalize(self, _stop_subscriber, api.subscriber_stop, out.value)
+        self._finalizer = weakref.finalize(self, _stop_subscriber, api.subscriber_stop, handle)
         index._subscriber = weakref.ref(self)
 
     @property

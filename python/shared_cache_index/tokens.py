@@ -84,8 +84,8 @@ def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
             numpy array that is not 1-D or not of an integer dtype.
     """
     kind = type(tokens)
-    if kind is array and tokens.typecode == "I":
-        address, count = tokens.buffer_info()
+    if kind is array and tokens.typecode == "I":  # type: ignore[union-attr]
+        address, count = tokens.buffer_info()  # type: ignore[union-attr]
         return (address if count else None), count, tokens
     if kind.__module__ == "numpy" and hasattr(tokens, "__array_interface__"):
         address, count, owner = _from_numpy(tokens)

@@ -127,6 +127,10 @@ def test_closed_handles_raise_and_never_crash() -> None:
     with sci.Layout(4) as inside:
         pass
     assert inside.closed
+    for call in (lambda: live.check_pages(None, [1]), lambda: live.check_prefix("layout", [1]),  # type: ignore
+                 lambda: live.check_tiers(object(), [1])):  # type: ignore
+        with pytest.raises(TypeError):
+            call()
     live.close()
 
 
