@@ -45,34 +45,30 @@ def _bad_value(values: Iterable[Any]) -> InvalidArgument:
     return InvalidArgument("tokens: not a sequence of u32 token ids")
 
 
-def _numpy_address(tokens: Any) -> int:
-    # A writable array lends its buffer to ctypes (about 0.25 us); a
-    # read-only one only through numpy's own interface (about 0.5 us).
-    if tokens.flags.writeable:
-        return ctypes.addressof(ctypes.c_char.from_buffer(tokens))
-    return int(tokens.ctypes.data)
-
-
 def _from_numpy(tokens: Any) -> tuple[int, int, Any]:
     dtype = tokens.dtype
+    flags = tokens.flags
+    if tokens.ndim == 1 and dtype.char == "I" and dtype.isnative and flags.c_contiguous:
+        # The zero-copy case, kept short: it runs on every query.
+        count = tokens.shape[0]
+        if not count:
+            return 0, 0, tokens
+        if flags.writeable:
+            # A writable array lends its buffer to ctypes (about 0.25 us;
+            # numpy's own interfaces build a dict or an object per call).
+            return ctypes.addressof(ctypes.c_char.from_buffer(tokens)), count, tokens
+        return int(tokens.ctypes.data), count, tokens
     if tokens.ndim != 1:
         raise InvalidArgument(f"tokens: a numpy array of {tokens.ndim} dimensions; give a 1-D array")
     if dtype.kind == "u" and dtype.itemsize == 4 and dtype.isnative:
-        if not tokens.flags.c_contiguous:
-            tokens = tokens.copy()  # a strided view: one contiguous copy
-        if not tokens.shape[0]:
-            return 0, 0, tokens
-        return _numpy_address(tokens), tokens.shape[0], tokens
+        return _from_numpy(tokens.copy())  # a strided view: one contiguous copy
     if dtype.kind not in "iu":
         raise InvalidArgument(f"tokens: a numpy array of dtype {dtype}; token ids are integers (give uint32)")
     if tokens.shape[0]:
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high > U32_MAX:
             raise _bad_value(tokens.tolist())
-    converted = tokens.astype("uint32")  # native byte order, C-contiguous, writable
-    if not converted.shape[0]:
-        return 0, 0, converted
-    return _numpy_address(converted), converted.shape[0], converted
+    return _from_numpy(tokens.astype("uint32"))  # native byte order, C-contiguous, writable
 
 
 def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
@@ -87,7 +83,8 @@ def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
     if kind is array and tokens.typecode == "I":  # type: ignore[union-attr]
         address, count = tokens.buffer_info()  # type: ignore[union-attr]
         return (address if count else None), count, tokens
-    if kind.__module__ == "numpy" and hasattr(tokens, "__array_interface__"):
+    # The type's attribute, not the instance's: the instance's builds a dict.
+    if kind.__module__ == "numpy" and hasattr(kind, "__array_interface__"):
         address, count, owner = _from_numpy(tokens)
         return (address if count else None), count, owner
     if isinstance(tokens, (bytes, bytearray, memoryview)):
