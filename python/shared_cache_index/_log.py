@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import threading
 from typing import Any
 
 from . import _capi, _library
@@ -33,7 +32,6 @@ _LEVELS = {
     _capi.SCI_LOG_WARN: logging.WARNING,
     _capi.SCI_LOG_ERROR: logging.ERROR,
 }
-_lock = threading.Lock()
 _installed = False
 _shutting_down = False
 
@@ -64,13 +62,15 @@ def set_log_forwarding(enabled: bool = True) -> None:
     """
     global _installed
     api = _library.api()
-    with _lock:
-        if enabled and not _shutting_down:
-            api.set_log_callback(_CALLBACK, None)
-            _installed = True
-        else:
-            api.set_log_callback(_capi.sci_log_fn(), None)  # type: ignore[call-overload]  # NULL
-            _installed = False
+    # No Python lock around the C call: it waits for a callback in flight,
+    # and that callback's handler may itself call this function (the library
+    # serialises the calls; the last one wins).
+    if enabled and not _shutting_down:
+        _installed = True
+        api.set_log_callback(_CALLBACK, None)
+    else:
+        api.set_log_callback(_capi.sci_log_fn(), None)  # type: ignore[call-overload]  # NULL
+        _installed = False
 
 
 def _at_exit() -> None:

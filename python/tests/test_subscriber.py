@@ -179,3 +179,38 @@ def test_options_reach_the_library(publisher: Callable[..., Publisher], tmp_path
     with sci.Index() as ix:
         with pytest.raises(sci.InvalidArgument):
             sci.Subscriber(ix, "", etcd_endpoints="http://127.0.0.1:1")  # event_port required with etcd
+
+
+def test_a_log_handler_may_stop_its_subscriber_and_reset_forwarding() -> None:
+    """From the subscriber's own thread, inside the library's callback: a
+    handler stops the subscriber whose line it handles, and sets the
+    forwarding again (as the Rust tests handler_drops_subscriber and
+    handler_sets_handler). Neither hangs; the index can be closed at once."""
+    ix = sci.Index()
+    done = threading.Event()
+    holder: dict[str, Any] = {}
+
+    class StopIt(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if threading.get_ident() == threading.main_thread().ident or done.is_set():
+                return
+            sci.set_log_forwarding(True)  # takes effect once this callback returns
+            holder["sub"].stop()
+            holder["thread"] = threading.get_ident()
+            done.set()
+
+    logger = logging.getLogger("shared_cache_index")
+    handler = StopIt(level=logging.DEBUG)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        holder["sub"] = sci.Subscriber(ix, f"tcp://127.0.0.1:{free_port()}", stale_after_ms=1, reconnect_ms=1,
+                                       reconnect_max_ms=2)
+        assert done.wait(30), "no log line from the subscriber's thread"
+        assert not holder["sub"].running
+        ix.close()  # the library keeps what its exiting thread touches alive
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert holder["thread"] != threading.main_thread().ident
