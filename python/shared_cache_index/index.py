@@ -151,18 +151,19 @@ class Index:
             raise TypeError(f"sequence: expected an int, got {type(sequence).__name__}")
         if not 0 <= sequence <= 0xFFFFFFFFFFFFFFFF:
             raise InvalidArgument(f"sequence = {sequence} is out of the u64 range")
-        batch = (_capi.sci_event * len(events))()
-        keep: list[bytes | None] = []
+        # One tuple per event, turned into the sci_event array by ctypes in
+        # one go (the bytes stay referenced by `rows` until the call returns).
+        rows: list[Any] = []
         for i, event in enumerate(events):
             if not isinstance(event, Event):
                 raise TypeError(f"events[{i}]: expected a shared_cache_index.Event, got {type(event).__name__}")
-            raw = batch[i]
-            raw.kind = event.kind
-            for field, value in (("object_key", event.key), ("group_id", event.group_id),
-                                 ("tenant_id", event.tenant), ("medium", event.medium)):
-                data = as_bytes(value, f"events[{i}].{field}")
-                keep.append(data)
-                setattr(raw, field, _capi.to_str(data))
+            kind, key, group, tenant, medium = event
+            k = key.encode() if type(key) is str else as_bytes(key, f"events[{i}].key") or b""
+            g = group.encode() if type(group) is str else as_bytes(group, f"events[{i}].group_id") or b""
+            t = tenant.encode() if type(tenant) is str else as_bytes(tenant, f"events[{i}].tenant") or b""
+            m = medium.encode() if type(medium) is str else as_bytes(medium, f"events[{i}].medium") or b""
+            rows.append((kind, (k, len(k)), (g, len(g)), (t, len(t)), (m, len(m))))
+        batch = (_capi.sci_event * len(rows))(*rows)
         api = self._api
         check_status(api, api.index_apply_events(handle, sequence, batch, len(events)))
 
