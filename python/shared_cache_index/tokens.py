@@ -5,14 +5,17 @@ Three inputs, in order of cost:
 - ``array.array('I')`` (4-byte items, which is every Linux target): passed
   without a copy; its address comes from ``buffer_info()``.
 - a numpy array of dtype ``uint32`` (native byte order), one-dimensional and
-  C-contiguous: passed without a copy; its address comes from the array
-  interface (numpy is never imported by this package: an object is taken as
-  numpy's when its type comes from numpy).
+  C-contiguous, writable or not: passed without a copy; its address is that
+  of the buffer it lends to ctypes (a read-only one's, from numpy's ctypes
+  interface). numpy is never imported by this package: an object is taken
+  as numpy's when its type comes from numpy.
 - anything else: copied into a new ``array('I')``: any sequence or iterable
   of ints (a list, a tuple, ``range``, another numpy dtype, a strided numpy
-  view). Each value must be an integer in [0, 2**32 - 1]; numpy arrays of a
-  non-integer dtype (float, bool, object...) are refused. A bad value
-  raises ``InvalidArgument`` naming its position before any C call.
+  or byte-swapped view; bytes count one token per byte). Each value must be
+  an integer in [0, 2**32 - 1]; numpy arrays of a non-integer dtype (float,
+  bool, object...) or of more than one dimension are refused. A bad value
+  raises ``InvalidArgument`` naming its position (an exhausted iterator
+  cannot be named) before any C call.
 """
 
 from __future__ import annotations
