@@ -27,9 +27,11 @@ PYTHON_DIR = HERE.parent
 REPO = PYTHON_DIR.parent
 sys.path.insert(0, str(PYTHON_DIR))  # the package from the source tree
 
-LIB_DIR = Path(os.environ.setdefault("SCI_LIB_DIR", str(REPO / "build")))
+# Absolute: subprocesses of the tests run in other directories.
+LIB_DIR = Path(os.environ.get("SCI_LIB_DIR", str(REPO / "build"))).resolve()
+os.environ["SCI_LIB_DIR"] = str(LIB_DIR)
 LIB_PATH = LIB_DIR / "libshared_cache_index.so.1"
-SCI_PUBLISH = Path(os.environ.get("SCI_PUBLISH", str(LIB_DIR / "src" / "tools" / "sci-publish")))
+SCI_PUBLISH = Path(os.environ.get("SCI_PUBLISH", str(LIB_DIR / "src" / "tools" / "sci-publish"))).resolve()
 
 
 def _library_version() -> str:
