@@ -5,7 +5,7 @@
 #
 # usage: bench/compare.sh BASE BINARY FILTER [ROUNDS] [COUNTER]
 #   BASE     a commit (e.g. v1.3.0's 52582b4); built once in build-bench-base/
-#            from a worktree under /tmp (left in place for the next call)
+#            from a worktree beside the checkout (left for the next call)
 #   BINARY   a bench target present at both commits (vllm_query_bench, ...)
 #   FILTER   its --benchmark_filter
 #   ROUNDS   alternations, base then head each round (default 5)
