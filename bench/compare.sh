@@ -22,7 +22,8 @@ fi
 base=$1 binary=$2 filter=$3 rounds=${4:-5} counter=${5:-real_time}
 root="$(cd "$(dirname "$0")/.." && pwd)"
 base_commit=$(git -C "$root" rev-parse --short "$base")
-base_tree=/tmp/sci-bench-base-$base_commit
+# Beside the checkout, so that ccache (base_dir) shares the objects of both.
+base_tree=$(dirname "$root")/sci-bench-base-$base_commit
 base_build="$root/build-bench-base"
 head_build="$root/build-bench"
 
