@@ -145,22 +145,6 @@ sci_status sci_index_check_pages(sci_index* index, const sci_layout* layout, con
   });
 }
 
-sci_status sci_index_check_prefix(sci_index* index, const sci_layout* layout, const uint32_t* tokens, size_t n_tokens,
-                                  uint32_t block_size, size_t* prefix_pages) {
-  constexpr const char* kFunction = "sci_index_check_prefix";
-  return Guard(kFunction, [&] {
-    if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
-    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
-    if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
-    if (layout->vllm != nullptr) {
-      return sci::capi::CheckVllmPrefix(index, *layout->vllm, tokens, n_tokens, block_size, nullptr, prefix_pages);
-    }
-    *prefix_pages =
-        sci::CheckPrefix(index->impl, *layout->impl, std::span(tokens, n_tokens), block_size).prefix_hits;
-    return SCI_OK;
-  });
-}
-
 sci_status sci_index_check_page_hashes(sci_index* index, const sci_layout* layout, const sci_str* page_hashes,
                                        size_t n_page_hashes, uint8_t* hits, size_t hits_cap,
                                        sci_page_result* result) {

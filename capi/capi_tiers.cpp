@@ -26,6 +26,7 @@ void WriteTierResult(const sci::PageQueryResult& r, const sci::TierAnswer& answe
   for (int t = 0; t < SCI_TIERS_MAX; ++t) {
     out.prefix_pages[t] = answer.prefix_pages[static_cast<size_t>(t)];
     out.pages_at[t] = answer.pages_at[static_cast<size_t>(t)];
+    out.prefix_tokens[t] = answer.prefix_tokens[static_cast<size_t>(t)];
   }
   sci::capi::WriteVersioned(out, result);
 }

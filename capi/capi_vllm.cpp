@@ -71,18 +71,6 @@ sci_status CheckVllmBlocks(const char* function, sci_index* index, const vllm::L
   return SCI_OK;
 }
 
-sci_status CheckVllmPrefix(sci_index* index, const vllm::Layout& layout, const uint32_t* tokens, size_t n_tokens,
-                           uint32_t block_size, const sci_request_extras* extras, size_t* prefix_blocks) {
-  vllm::RequestExtras converted;
-  if (sci_status status = ConvertExtras("sci_index_check_prefix", extras, &converted); status != SCI_OK) {
-    return status;
-  }
-  *prefix_blocks = vllm::CheckPrefix(index->impl, layout,
-                                     vllm::ChainSource::Tokens(std::span(tokens, n_tokens), converted), block_size)
-                       .prefix_hits;
-  return SCI_OK;
-}
-
 }  // namespace sci::capi
 
 extern "C" {
@@ -152,28 +140,6 @@ sci_status sci_index_check_pages_with_extras(sci_index* index, const sci_layout*
     sci::PageQueryResult r;
     r.n_pages = n_pages;
     WriteResult(r, result);
-    return SCI_OK;
-  });
-}
-
-sci_status sci_index_check_prefix_with_extras(sci_index* index, const sci_layout* layout, const uint32_t* tokens,
-                                              size_t n_tokens, uint32_t block_size,
-                                              const sci_request_extras* extras, size_t* prefix_pages) {
-  constexpr const char* kFunction = "sci_index_check_prefix_with_extras";
-  return Guard(kFunction, [&] {
-    if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
-    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
-    if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
-    if (layout->vllm != nullptr) {
-      return sci::capi::CheckVllmPrefix(index, *layout->vllm, tokens, n_tokens, block_size, extras, prefix_pages);
-    }
-    sci::vllm::RequestExtras converted;
-    if (sci_status status = sci::capi::ConvertExtras(kFunction, extras, &converted); status != SCI_OK) return status;
-    if (!sci::capi::HasExtras(converted)) {
-      return sci_index_check_prefix(index, layout, tokens, n_tokens, block_size, prefix_pages);
-    }
-    index->impl.query_counters().queries.Add();  // SGLang: no hit (see check_pages_with_extras)
-    *prefix_pages = 0;
     return SCI_OK;
   });
 }

@@ -21,8 +21,5 @@ bool HasExtras(const vllm::RequestExtras& extras);
 sci_status CheckVllmBlocks(const char* function, sci_index* index, const vllm::Layout& layout,
                            const uint32_t* tokens, size_t n_tokens, uint32_t block_size,
                            const sci_request_extras* extras, uint8_t* hits, size_t hits_cap, sci_page_result* result);
-// sci_index_check_prefix on a vLLM layout (`extras` may be NULL).
-sci_status CheckVllmPrefix(sci_index* index, const vllm::Layout& layout, const uint32_t* tokens, size_t n_tokens,
-                           uint32_t block_size, const sci_request_extras* extras, size_t* prefix_blocks);
 
 }  // namespace sci::capi

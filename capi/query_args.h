@@ -56,6 +56,7 @@ inline void WriteResult(const sci::PageQueryResult& r, sci_page_result* result) 
   out.total_hits = r.total_hits;
   out.prefix_hits = r.prefix_hits;
   out.fast_path = r.fast_path;
+  out.prefix_tokens = r.prefix_tokens;
   sci::capi::WriteVersioned(out, result);
 }
 

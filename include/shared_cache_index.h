@@ -485,6 +485,33 @@ sci_status sci_index_check_tiers(sci_index *index, const sci_layout *layout,
                                  sci_tier_result *result);
 
 /* ------------------------------------------------------------------------ */
+/* 1.4: credit in tokens                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Since 1.4, sci_page_result.prefix_tokens and sci_tier_result.prefix_tokens
+ * say how many leading prompt tokens the engine will load from the pool:
+ *   - SGLang: prefix_hits * page_size (whole pages load);
+ *   - vLLM: with every KV-cache group full attention, the longest run of
+ *     whole chunks of every group (a multiple of the lcm of their
+ *     block_size) whose objects are all present, past the last whole router
+ *     block if the pool holds it, never the prompt's last token; a layout
+ *     with a sliding-window or Mamba group loads only at its alignment, so
+ *     there it is prefix_hits * block_size. Always >= prefix_hits *
+ *     block_size (docs/vllm-family.md, "Credit in tokens"). */
+
+/* The prefix query (sci_index_check_prefix_with_extras) answering in pages
+ * and in tokens at once, for a router that credits tokens but, unlike
+ * sci_index_check_pages, wants the walk that stops at the first missing
+ * page. Either output pointer may be NULL (not written), not both;
+ * `extras` may be NULL. SCI_ERR_INVALID_ARGUMENT as for
+ * sci_index_check_prefix, and then neither output is written. */
+sci_status sci_index_check_prefix_tokens(sci_index *index, const sci_layout *layout,
+                                         const uint32_t *tokens, size_t n_tokens,
+                                         uint32_t block_size,
+                                         const sci_request_extras *extras,
+                                         size_t *prefix_pages, size_t *prefix_tokens);
+
+/* ------------------------------------------------------------------------ */
 /* Live subscription                                                        */
 /* ------------------------------------------------------------------------ */
 

@@ -292,6 +292,19 @@ TEST(CapiAllocationSweep, QueriesAnswerExactlyOrFail) {
     if (status == SCI_OK) EXPECT_EQ(prefix, 0u);
     return status;
   });
+  total += Sweep("sci_index_check_prefix_tokens (SGLang, then vLLM)", [&] {
+    size_t prefix = 99, loaded = 99;
+    sci_status status =
+        sci_index_check_prefix_tokens(index, layout, kTokens.data(), kTokens.size(), 4, nullptr, &prefix, &loaded);
+    if (status == SCI_OK) {
+      EXPECT_EQ(prefix, 1u);
+      EXPECT_EQ(loaded, 4u);
+      status = sci_index_check_prefix_tokens(index, vllm, kTokens.data(), kTokens.size(), 4, nullptr, &prefix, &loaded);
+      if (status == SCI_OK) EXPECT_EQ(loaded, 0u);
+    }
+    g_armed = false;
+    return status;
+  });
   // Tiers: the default index keeps no media, so a present page is at the
   // slowest tier (1 of cpu=0, disk=1).
   const auto tiers = [&](const sci_layout* l, std::vector<uint8_t> expected, size_t slowest_prefix) {

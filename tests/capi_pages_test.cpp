@@ -3,6 +3,7 @@
 // validated; a rejected call names the argument and changes nothing.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -269,6 +270,7 @@ TEST_F(CapiCheckPages, AnswersTheDocCheckValueAndTakesTheFastPathNext) {
   EXPECT_EQ(r.n_pages, 2u);
   EXPECT_EQ(r.total_hits, 1u);
   EXPECT_EQ(r.prefix_hits, 1u);
+  EXPECT_EQ(r.prefix_tokens, 4u) << "SGLang loads whole pages: prefix_hits x page_size";
   EXPECT_EQ(r.fast_path, 0u);
   ASSERT_EQ(Check(&r, hits, 2), SCI_OK);
   EXPECT_EQ(r.fast_path, 1u);
@@ -290,6 +292,7 @@ TEST_F(CapiCheckPages, HitsAfterAMissingPageAreReported) {
   EXPECT_EQ(hits[1], 1);
   EXPECT_EQ(r.total_hits, 1u);
   EXPECT_EQ(r.prefix_hits, 0u);
+  EXPECT_EQ(r.prefix_tokens, 0u) << "a hit after a missing page loads nothing";
 }
 
 TEST_F(CapiCheckPages, PoolsKeyPrefixAndTagThroughTheCSpec) {
@@ -338,7 +341,8 @@ TEST_F(CapiCheckPages, RejectsNullHandlesAndResult) {
 TEST_F(CapiCheckPages, RejectsATooSmallResultAndWritesNothing) {
   layout = NewLayout(Spec());
   Store({kHash0 + "_0_k", kHash0 + "_0_v"}, "sglang-hicache:" + kHash0);
-  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(sizeof(sci_page_result) - 1)}) {
+  // The 1.0 struct ends at fast_path: one byte short of it is refused.
+  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(offsetof(sci_page_result, prefix_tokens) - 1)}) {
     sci_page_result r;
     std::memset(&r, 0xAB, sizeof r);
     r.struct_size = size;
@@ -472,8 +476,13 @@ TEST_F(CapiCheckPageHashes, AnswersLikeCheckPages) {
   EXPECT_EQ(hits[1], 1);
   EXPECT_EQ(r.n_pages, 2u);
   EXPECT_EQ(r.total_hits, 1u);
+  EXPECT_EQ(r.prefix_tokens, 0u);
+  Store({kHash0 + "_0_k", kHash0 + "_0_v"}, "sglang-hicache:" + kHash0);
+  ASSERT_EQ(sci_index_check_page_hashes(index, layout, hashes, 2, hits, 2, &r), SCI_OK) << LastError();
+  EXPECT_EQ(r.prefix_hits, 2u);
+  EXPECT_EQ(r.prefix_tokens, 8u) << "two pages of 4 tokens";
   ASSERT_EQ(Check(&r, hits, 2), SCI_OK);
-  EXPECT_EQ(r.fast_path, 1u);  // verified by the hash query
+  EXPECT_EQ(r.fast_path, 2u);  // verified by the hash query
 }
 
 TEST_F(CapiCheckPageHashes, RejectsBadArgumentsAndChecksNothing) {

@@ -320,6 +320,125 @@ TEST_F(CapiVllm, TiersGiveEachBlocksTierAndDynamosPrefixPerTier) {
   sci_index_free(index);
 }
 
+// Credit in tokens (1.4), the DCP shape scaled down: a router block of 64
+// tokens over chunks of 16 (Dynamo's DEP #14944: 12,288 over 128). The
+// router credits whole blocks; the engine loads whole chunks past them.
+TEST_F(CapiVllm, PrefixTokensCountWholeChunksPastTheLastWholeRouterBlock) {
+  std::string descriptor = kDescriptor;
+  for (const char* field : {"\"main_event_block_size\": 16", "\"lcm_block_size\": 16"}) {
+    const size_t at = descriptor.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    descriptor.replace(at + std::strlen(field) - 2, 2, "64");
+  }
+  sci_layout* wide = nullptr;
+  ASSERT_EQ(sci_layout_new_json(Str(descriptor), &wide), SCI_OK) << sci_last_error();
+  ASSERT_EQ(sci_layout_block_size(wide), 64u);
+  const auto check = [&](size_t n_tokens, sci_page_result* result) {
+    const std::vector<uint32_t> tokens = Iota(n_tokens);
+    std::vector<uint8_t> hits(n_tokens / 64 + 1, 9);
+    *result = SCI_PAGE_RESULT_INIT;
+    ASSERT_EQ(sci_index_check_pages(index_.index, wide, tokens.data(), tokens.size(), 64, hits.data(), hits.size(),
+                                    result),
+              SCI_OK)
+        << sci_last_error();
+  };
+  for (int chunk = 0; chunk < 3; ++chunk) StoreChunk(kChain[chunk]);
+  sci_page_result result;
+  check(64, &result);
+  EXPECT_EQ(result.prefix_hits, 0u) << "no whole router block leaves the last token";
+  EXPECT_EQ(result.prefix_tokens, 48u) << "three whole chunks load";
+  check(40, &result);
+  EXPECT_EQ(result.prefix_tokens, 32u) << "chunks wholly inside the request, never its last token";
+  StoreChunk(kChain[3]);
+  check(64, &result);
+  EXPECT_EQ(result.prefix_tokens, 48u) << "the last token is never loaded: chunk 3 holds it";
+  check(65, &result);
+  EXPECT_EQ(result.prefix_hits, 1u);
+  EXPECT_EQ(result.prefix_tokens, 64u);
+  // The prefix walk answers the same, in pages and tokens.
+  {
+    const std::vector<uint32_t> tokens = Iota(64);
+    size_t pages = 99, loaded = 99;
+    ASSERT_EQ(sci_index_check_prefix_tokens(index_.index, wide, tokens.data(), tokens.size(), 64, nullptr, &pages,
+                                            &loaded),
+              SCI_OK)
+        << sci_last_error();
+    EXPECT_EQ(pages, 0u);
+    EXPECT_EQ(loaded, 48u);
+    loaded = 99;
+    ASSERT_EQ(sci_index_check_prefix_tokens(index_.index, wide, tokens.data(), tokens.size(), 64, nullptr, nullptr,
+                                            &loaded),
+              SCI_OK);
+    EXPECT_EQ(loaded, 48u) << "either output may be NULL";
+    EXPECT_EQ(sci_index_check_prefix_tokens(index_.index, wide, tokens.data(), tokens.size(), 64, nullptr, nullptr,
+                                            nullptr),
+              SCI_ERR_INVALID_ARGUMENT);
+    EXPECT_STREQ(sci_last_error(), "sci_index_check_prefix_tokens: prefix_pages and prefix_tokens are both NULL");
+    const std::string lora = "lora-a";
+    sci_request_extras extras = SCI_REQUEST_EXTRAS_INIT;
+    extras.lora_name = Str(lora);
+    ASSERT_EQ(sci_index_check_prefix_tokens(index_.index, wide, tokens.data(), tokens.size(), 64, &extras, &pages,
+                                            &loaded),
+              SCI_OK);
+    EXPECT_EQ(loaded, 0u) << "a LoRA request has other block hashes";
+    sci_request_extras small = SCI_REQUEST_EXTRAS_INIT;
+    small.struct_size = 4;
+    loaded = 99;
+    EXPECT_EQ(sci_index_check_prefix_tokens(index_.index, wide, tokens.data(), tokens.size(), 64, &small, &pages,
+                                            &loaded),
+              SCI_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(loaded, 99u) << "nothing written on an error";
+  }
+  StoreChunk(kChain[1], SCI_EVENT_REMOVED, {}, 1);
+  check(65, &result);
+  EXPECT_EQ(result.prefix_hits, 0u);
+  EXPECT_EQ(result.prefix_tokens, 16u) << "the run stops at chunk 1, one of its objects gone";
+
+  // The tier answer carries the same count per tier.
+  std::vector<uint8_t> tiers(2, 0xEE);
+  sci_tier_result tiered = SCI_TIER_RESULT_INIT;
+  const std::vector<uint32_t> tokens = Iota(65);
+  ASSERT_EQ(sci_index_check_tiers(index_.index, wide, tokens.data(), tokens.size(), 64, nullptr, tiers.data(),
+                                  tiers.size(), &tiered),
+            SCI_OK);
+  EXPECT_EQ(tiered.prefix_tokens[tiered.n_tiers - 1], 16u);
+  for (uint32_t t = tiered.n_tiers; t < SCI_TIERS_MAX; ++t) EXPECT_EQ(tiered.prefix_tokens[t], 0u);
+
+  // A caller built against the 1.3 header passes the smaller struct: the
+  // field is not written.
+  std::vector<uint8_t> hits(2, 9);
+  sci_page_result old{};
+  old.struct_size = offsetof(sci_page_result, prefix_tokens);
+  old.prefix_tokens = 12345;
+  ASSERT_EQ(sci_index_check_pages(index_.index, wide, tokens.data(), tokens.size(), 64, hits.data(), hits.size(), &old),
+            SCI_OK);
+  EXPECT_EQ(old.prefix_tokens, 12345u);
+  EXPECT_EQ(old.n_pages, 1u);
+  sci_tier_result old_tiers{};
+  old_tiers.struct_size = offsetof(sci_tier_result, prefix_tokens);
+  old_tiers.prefix_tokens[0] = 12345;
+  ASSERT_EQ(sci_index_check_tiers(index_.index, wide, tokens.data(), tokens.size(), 64, nullptr, tiers.data(),
+                                  tiers.size(), &old_tiers),
+            SCI_OK);
+  EXPECT_EQ(old_tiers.prefix_tokens[0], 12345u);
+  EXPECT_EQ(old_tiers.n_pages, 1u);
+  sci_layout_free(wide);
+}
+
+// On the usual layout (chunk = router block) and on a hybrid, the engine
+// loads the aligned answer: prefix_tokens = prefix_hits x block size.
+TEST_F(CapiVllm, PrefixTokensOfTheUsualLayoutAreTheCreditedBlocks) {
+  for (int chunk = 0; chunk < 3; ++chunk) StoreChunk(kChain[chunk]);
+  const std::vector<uint32_t> tokens = Iota(60);
+  std::vector<uint8_t> hits(3, 9);
+  sci_page_result result = SCI_PAGE_RESULT_INIT;
+  ASSERT_EQ(sci_index_check_pages(index_.index, layout_, tokens.data(), tokens.size(), 16, hits.data(), hits.size(),
+                                  &result),
+            SCI_OK);
+  EXPECT_EQ(result.prefix_hits, 3u);
+  EXPECT_EQ(result.prefix_tokens, 48u);
+}
+
 TEST_F(CapiVllm, TierQueryArgumentsAreCheckedAsAPageQuerys) {
   const std::vector<uint32_t> tokens = Iota(64);
   std::vector<uint8_t> tiers(4, 0xEE);

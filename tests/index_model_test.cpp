@@ -716,6 +716,9 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
     ASSERT_EQ(answer.prefix_pages[1], result.prefix_hits) << where;
     ASSERT_LE(answer.prefix_pages[0], answer.prefix_pages[1]) << where;
     ASSERT_EQ(answer.pages_at[0] + answer.pages_at[1], result.total_hits) << where;
+    // In tokens (1.4): SGLang loads whole pages.
+    for (size_t t = 0; t < 2; ++t) ASSERT_EQ(answer.prefix_tokens[t], answer.prefix_pages[t] * kPageSize) << where;
+    ASSERT_EQ(answer.prefix_tokens[2], 0u) << where << ": a tier past n_tiers";
   } else if (by_tokens) {
     result = CheckPages(index, layout, u.requests()[request], kPageSize, hits);
   } else {
@@ -726,12 +729,16 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
   ++run.queries;
   run.page_hits += result.total_hits;
   ASSERT_EQ(result.n_pages, pages.hashes.size()) << where;
+  size_t model_run = 0;  // the model's leading run of present pages
+  bool in_run = true;
   for (size_t page = 0; page < pages.hashes.size(); ++page) {
     bool in_model = !pages.key_ids[page].empty();
     for (size_t id : pages.key_ids[page]) {
       const PageKey& k = u.keys()[id];
       in_model = in_model && model.Has(k.tenant, k.key);
     }
+    in_run = in_run && in_model;
+    model_run += in_run ? 1 : 0;
     if (exact) {
       ASSERT_EQ(hits[page] == 1, in_model) << where << " layout " << spec << " request " << request << " page "
                                            << page << (by_tokens ? " (tokens)" : " (hashes)");
@@ -763,6 +770,13 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
           << where << " false hit: layout " << spec << " request " << request << " page " << page;
     }
   }
+  // The usable prefix, in pages and in tokens (1.4: whole pages load).
+  if (exact) {
+    ASSERT_EQ(result.prefix_hits, model_run) << where;
+  } else {
+    ASSERT_LE(result.prefix_hits, model_run) << where << " a prefix longer than the model's";
+  }
+  ASSERT_EQ(result.prefix_tokens, result.prefix_hits * kPageSize) << where;
   for (size_t page = 0; page < pages.hashes.size(); ++page) {
     if (hits[page] != 1) continue;
     const PageKey& first = u.keys()[pages.key_ids[page].front()];

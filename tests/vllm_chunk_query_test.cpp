@@ -214,6 +214,51 @@ TEST_F(VllmQuery, MambaHoldsOnlyAtTheChunkEndingExactlyThere) {
   EXPECT_EQ(Blocks(*layout, tokens), (std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 1, 1}));
 }
 
+// Credit in tokens (docs/vllm-family.md, "Credit in tokens"), its worked
+// example: DCP 8's router block of 12,288 tokens over 128-token chunks
+// (Dynamo's DEP #14944). A router crediting whole blocks sees one block of
+// a 20,000-token prompt whose first 150 chunks are stored; the engine loads
+// 150 x 128 = 19,200 tokens.
+TEST_F(VllmQuery, PrefixTokensOfA12288TokenRouterBlockOver128TokenChunks) {
+  LayoutSpec spec = Spec({Group(GroupKind::kFullAttention, 128, {"prod@M@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0"})});
+  spec.groups[0].hash_block_size = 128;
+  spec.main_event_block_size = 12288;
+  spec.lcm_block_size = 12288;
+  auto layout = Make(spec);
+  ASSERT_EQ(layout->load_granularity(), 128u);
+  const std::vector<uint32_t> tokens = Iota(20000);
+  const std::vector<BlockDigest> chain = HashChain(HashAlgorithm::kSha256, "0", tokens, 128);
+  for (size_t chunk = 0; chunk < 150; ++chunk) Apply(EventKind::kStored, layout->KeysFor(0, Hex(chain[chunk])));
+  const PageQueryResult prefix = CheckPrefix(index_, *layout, ChainSource::Tokens(tokens), 12288);
+  EXPECT_EQ(prefix.prefix_hits, 1u);
+  EXPECT_EQ(prefix.prefix_tokens, 19200u);
+  std::vector<uint8_t> hits(1, 9);
+  const PageQueryResult blocks = CheckBlocks(index_, *layout, ChainSource::Tokens(tokens), 12288, hits);
+  EXPECT_EQ(hits[0], 1);
+  EXPECT_EQ(blocks.prefix_tokens, 19200u);
+  // Every chunk stored: 156 whole chunks end inside the prompt (19,968
+  // tokens), and none holds the last token.
+  for (size_t chunk = 150; chunk < chain.size(); ++chunk) Apply(EventKind::kStored, layout->KeysFor(0, Hex(chain[chunk])));
+  EXPECT_EQ(CheckPrefix(index_, *layout, ChainSource::Tokens(tokens), 12288).prefix_tokens, 19968u);
+  // Chunk 40 gone: the run stops inside the first router block, and no block is credited.
+  Apply(EventKind::kRemoved, layout->KeysFor(0, Hex(chain[40])));
+  const PageQueryResult short_run = CheckPrefix(index_, *layout, ChainSource::Tokens(tokens), 12288);
+  EXPECT_EQ(short_run.prefix_hits, 0u);
+  EXPECT_EQ(short_run.prefix_tokens, 40u * 128);
+}
+
+// A hybrid keeps its Mamba state only at the alignment: the engine loads
+// the aligned answer however many full-attention chunks lie past it.
+TEST_F(VllmQuery, PrefixTokensOfAHybridAreItsAlignedAnswer) {
+  auto layout = Make(Hybrid());
+  const std::vector<uint32_t> tokens = Iota(130);
+  for (size_t chunk = 0; chunk < 8; ++chunk) Chunk(EventKind::kStored, *layout, tokens, 0, chunk);
+  Chunk(EventKind::kStored, *layout, tokens, 1, 0);  // the state at token 64 only
+  const PageQueryResult prefix = CheckPrefix(index_, *layout, ChainSource::Tokens(tokens), 16);
+  EXPECT_EQ(prefix.prefix_hits, 4u);
+  EXPECT_EQ(prefix.prefix_tokens, 64u) << "full attention reaches 128 tokens, the state only 64";
+}
+
 TEST_F(VllmQuery, SlidingWindowNeedsOnlyTheLastChunksOfTheWindow) {
   // Window 33 tokens, chunks of 16: a prefix needs its last ceil(32 / 16) = 2 chunks.
   auto layout = Make(Spec({Group(GroupKind::kFullAttention, 16, {"m@full"}),

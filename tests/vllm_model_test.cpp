@@ -18,8 +18,9 @@
 // sliding window, Mamba hybrid, MLA (one prefix), TP 8, and the other
 // shapes a descriptor allows (router blocks of two hash blocks, a
 // coordinator lcm of no group's size, two full-attention groups, no
-// full-attention group: sliding windows or Mamba alone); both hash
-// algorithms. Single-threaded, so the library must equal the model
+// full-attention group: sliding windows or Mamba alone, a router block of
+// four chunks); both hash algorithms. Every answer is also checked in
+// tokens (prefix_tokens, 1.4). Single-threaded, so the library must equal the model
 // exactly: no false hit and no false miss.
 //
 // One rule beyond section 3: a prefix some chunk must vouch for (a layout
@@ -204,6 +205,24 @@ struct Model {
     return 0;
   }
 
+  // The leading prompt tokens the engine loads (the 1.4 answer in tokens,
+  // docs/vllm-family.md "Credit in tokens"): with full attention alone, the
+  // longest run of whole chunks of every group -- a multiple of each
+  // group's block_size -- that leaves the last token to compute; else the
+  // aligned answer above, in tokens.
+  size_t Tokens(const std::vector<std::string>& hex, size_t n_tokens, int max_tier = 1) const {
+    size_t granule = 1;
+    for (const GroupCase& group : c.groups) {
+      if (group.kind != GroupKind::kFullAttention) return Prefix(hex, n_tokens, max_tier) * c.router_block;
+      granule = std::lcm<size_t>(granule, group.block_size);
+    }
+    if (n_tokens == 0) return 0;
+    for (size_t length = (n_tokens - 1) / granule * granule; length > 0; length -= granule) {
+      if (Holds(hex, n_tokens, length, max_tier)) return length;
+    }
+    return 0;
+  }
+
   // Per block: every full-attention chunk the block overlaps is inside the
   // request and present (chunk_query.h); no full-attention group, no hit.
   std::vector<uint8_t> Blocks(const std::vector<std::string>& hex, size_t n_tokens, int max_tier = 1) const {
@@ -303,6 +322,7 @@ class Driver {
   size_t hits_seen() const { return hits_seen_; }
   size_t tier_prefixes_seen() const { return tier_prefixes_seen_; }
   size_t prefix_hits_seen() const { return prefix_hits_seen_; }
+  size_t tokens_past_blocks_seen() const { return tokens_past_blocks_seen_; }
 
  private:
   size_t Pick(size_t n) { return n == 0 ? 0 : rng_() % n; }
@@ -501,6 +521,9 @@ class Driver {
 
     const size_t want_prefix = model_.Prefix(hex, n_tokens);
     const size_t want_prefix_known = model_.Prefix(known, n_tokens);
+    const size_t want_tokens = model_.Tokens(hex, n_tokens);
+    const size_t want_tokens_known = model_.Tokens(known, n_tokens);
+    if (want_tokens > want_prefix * c_.router_block) ++tokens_past_blocks_seen_;
     const std::vector<uint8_t> want_blocks = model_.Blocks(hex, n_tokens);
     const std::vector<uint8_t> want_blocks_known = model_.Blocks(known, n_tokens);
     prefix_hits_seen_ += want_prefix;
@@ -512,18 +535,22 @@ class Driver {
       const char* name;
       ChainSource source;
       size_t prefix;
+      size_t tokens;
       const std::vector<uint8_t>* blocks;
     };
     const Entry entries[] = {
-        {"tokens", ChainSource::Tokens(tokens, extras), want_prefix, &want_blocks},
-        {"digests", ChainSource::Digests(bytes.data(), n_digests, n_tokens), want_prefix_known, &want_blocks_known},
-        {"event hashes", ChainSource::EventHashes(event_hashes, n_tokens), want_prefix_known, &want_blocks_known},
+        {"tokens", ChainSource::Tokens(tokens, extras), want_prefix, want_tokens, &want_blocks},
+        {"digests", ChainSource::Digests(bytes.data(), n_digests, n_tokens), want_prefix_known, want_tokens_known,
+         &want_blocks_known},
+        {"event hashes", ChainSource::EventHashes(event_hashes, n_tokens), want_prefix_known, want_tokens_known,
+         &want_blocks_known},
     };
     for (const Entry& entry : entries) {
       const PageQueryResult prefix = CheckPrefix(index_, layout_, entry.source, b);
       EXPECT_EQ(prefix.prefix_hits, entry.prefix) << Where(request, n_tokens, entry.name) << " (CheckPrefix)";
       EXPECT_EQ(prefix.total_hits, entry.prefix) << Where(request, n_tokens, entry.name) << " (CheckPrefix)";
       EXPECT_EQ(prefix.n_pages, n_tokens / b) << Where(request, n_tokens, entry.name) << " (CheckPrefix)";
+      EXPECT_EQ(prefix.prefix_tokens, entry.tokens) << Where(request, n_tokens, entry.name) << " (CheckPrefix tokens)";
 
       std::vector<uint8_t> hits(n_tokens / b + 1, 9);
       const PageQueryResult blocks =
@@ -539,6 +566,7 @@ class Driver {
       // layout kind; the leading run of hits[] may be longer (a hybrid's Mamba
       // state missing) or shorter (no full-attention group: hits[] all 0).
       EXPECT_EQ(blocks.prefix_hits, entry.prefix) << Where(request, n_tokens, entry.name) << " (prefix_hits)";
+      EXPECT_EQ(blocks.prefix_tokens, entry.tokens) << Where(request, n_tokens, entry.name) << " (CheckBlocks tokens)";
 
       // Tiers: each block's, and Dynamo's prefix at each tier.
       const std::vector<std::string>& digests = entry.blocks == &want_blocks ? hex : known;
@@ -553,6 +581,9 @@ class Driver {
       EXPECT_EQ(answer.prefix_pages[0], model_.Prefix(digests, n_tokens, 0)) << Where(request, n_tokens, entry.name);
       EXPECT_EQ(answer.prefix_pages[1], entry.prefix) << Where(request, n_tokens, entry.name);
       EXPECT_EQ(tiered.prefix_hits, entry.prefix) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(answer.prefix_tokens[0], model_.Tokens(digests, n_tokens, 0)) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(answer.prefix_tokens[1], entry.tokens) << Where(request, n_tokens, entry.name);
+      EXPECT_EQ(tiered.prefix_tokens, entry.tokens) << Where(request, n_tokens, entry.name);
       EXPECT_EQ(answer.pages_at[0] + answer.pages_at[1], total) << Where(request, n_tokens, entry.name);
       tier_prefixes_seen_ += answer.prefix_pages[0];
     }
@@ -586,6 +617,7 @@ class Driver {
   size_t last_request_ = 0;
   int step_ = 0;
   size_t hits_seen_ = 0, prefix_hits_seen_ = 0, tier_prefixes_seen_ = 0;
+  size_t tokens_past_blocks_seen_ = 0;  // answers whose tokens reach past the credited blocks
 };
 
 // ---- the suite ----
@@ -609,6 +641,10 @@ std::vector<Case> Cases() {
       // full-attention groups, no full-attention group at all.
       {"Router32", "prod", "Qwen3-8B", 2, {{GroupKind::kFullAttention, 16}}, 32},
       {"Lcm48", "", "Qwen3-8B", 1, {{GroupKind::kFullAttention, 16}}, 16, 48},
+      // A router block of four chunks (DCP's shape, Dynamo's DEP #14944: a
+      // 12,288-token router block over 128-token chunks, scaled down): the
+      // answer in tokens counts whole chunks past the last whole block.
+      {"Router64Chunks16", "prod", "Qwen3-8B", 2, {{GroupKind::kFullAttention, 16}}, 64, 64},
       {"TwoFullGroups", "prod", "M", 2, {{GroupKind::kFullAttention, 16}, {GroupKind::kFullAttention, 32}}},
       {"SlidingWindowOnly", "", "M", 2, {{GroupKind::kSlidingWindow, 16, 20}}},
       {"OneTokenWindowOnly", "", "M", 1, {{GroupKind::kSlidingWindow, 16, 1}, {GroupKind::kSlidingWindow, 32, 1}}},
@@ -644,6 +680,13 @@ TEST_P(VllmModel, QueriesEqualTheModelAfterEveryStep) {
   if (full) EXPECT_GT(driver.hits_seen(), 0u);
   if (vouching) EXPECT_GT(driver.prefix_hits_seen(), 0u);
   if (vouching) EXPECT_GT(driver.tier_prefixes_seen(), 0u) << "some prefixes should be all in memory";
+  // Where the engine loads finer than the router credits (full attention
+  // alone, chunks finer than the alignment), the stream reaches answers
+  // whose tokens pass the credited blocks.
+  bool finer = std::all_of(c.groups.begin(), c.groups.end(),
+                           [](const GroupCase& group) { return group.kind == GroupKind::kFullAttention; });
+  finer = finer && layout->load_granularity() < layout->alignment();
+  if (finer) EXPECT_GT(driver.tokens_past_blocks_seen(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, VllmModel, ::testing::ValuesIn(Cases()),

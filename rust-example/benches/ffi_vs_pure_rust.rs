@@ -421,6 +421,7 @@ fn main() {
             total_hits: 0,
             prefix_hits: 0,
             fast_path: 0,
+            prefix_tokens: 0,
         };
         // SAFETY: live handles owned by `pair` and `layout`; `tokens` and
         // `hits` are valid for the lengths passed; `result` declares its size.

@@ -26,7 +26,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The oldest library version whose ABI these bindings declare.
-const MIN_VERSION: &str = "1.3.0";
+const MIN_VERSION: &str = "1.4.0";
 const PC_NAME: &str = "shared_cache_index";
 
 /// What a lookup found: where to link from and what.

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result, Status};
 use crate::layout_builder::{HitPolicy, LayoutBuilder};
 use crate::options::{IndexOptions, LogLevel, Stats, SubscriberOptions};
-use crate::pages::{PageHits, PageScratch, PageSummary};
+use crate::pages::{PageHits, PageScratch, PageSummary, PrefixCredit};
 use crate::request_extras::RequestExtras;
 use crate::tiers::{TierSummary, TIER_ABSENT};
 use crate::sys;
@@ -428,6 +428,7 @@ impl Index {
             total_hits: 0,
             prefix_hits: 0,
             fast_path: 0,
+            prefix_tokens: 0,
         };
         let raw_extras = extras.map(raw_extras);
         // SAFETY: both handles are live; `tokens` is readable and `hits`
@@ -465,6 +466,7 @@ impl Index {
             total_hits: result.total_hits,
             prefix_hits: result.prefix_hits,
             fast_path: result.fast_path,
+            prefix_tokens: result.prefix_tokens,
         };
         Ok(scratch.finish(result.n_pages, summary))
     }
@@ -499,6 +501,7 @@ impl Index {
             n_pages: 0,
             prefix_pages: [0; 4],
             pages_at: [0; 4],
+            prefix_tokens: [0; 4],
         };
         let raw_extras = extras.map(raw_extras);
         // SAFETY: both handles are live; `tokens` is readable and
@@ -524,6 +527,7 @@ impl Index {
             n_pages: result.n_pages,
             prefix_pages: result.prefix_pages,
             pages_at: result.pages_at,
+            prefix_tokens: result.prefix_tokens,
         })
     }
 
@@ -540,7 +544,23 @@ impl Index {
     /// at or before `L`; sliding window: the last chunks the window needs;
     /// Mamba: the chunk ending exactly at `L`).
     pub fn check_prefix(&self, layout: &Layout, tokens: &[u32], block_size: u32) -> Result<usize> {
-        self.prefix_query(layout, tokens, block_size, None)
+        Ok(self.prefix_query(layout, tokens, block_size, None)?.pages)
+    }
+
+    /// [`check_prefix`](Index::check_prefix) answering in tokens too (added
+    /// in 1.4): the same walk, stopping at the first missing page, and
+    /// [`PrefixCredit::tokens`], the leading prompt tokens the engine will
+    /// load from the pool (SGLang: pages x page size; vLLM: whole chunks,
+    /// past the last whole router block where the layout loads them).
+    /// `extras`: a vLLM request's LoRA name and cache salt.
+    pub fn check_prefix_tokens(
+        &self,
+        layout: &Layout,
+        tokens: &[u32],
+        block_size: u32,
+        extras: Option<&RequestExtras<'_>>,
+    ) -> Result<PrefixCredit> {
+        self.prefix_query(layout, tokens, block_size, extras)
     }
 
     /// [`check_prefix`](Index::check_prefix) for a request with vLLM extra
@@ -552,7 +572,7 @@ impl Index {
         block_size: u32,
         extras: &RequestExtras<'_>,
     ) -> Result<usize> {
-        self.prefix_query(layout, tokens, block_size, Some(extras))
+        Ok(self.prefix_query(layout, tokens, block_size, Some(extras))?.pages)
     }
 
     fn prefix_query(
@@ -561,35 +581,26 @@ impl Index {
         tokens: &[u32],
         block_size: u32,
         extras: Option<&RequestExtras<'_>>,
-    ) -> Result<usize> {
-        let mut prefix_pages = 0usize;
+    ) -> Result<PrefixCredit> {
+        let mut credit = PrefixCredit::default();
         let raw_extras = extras.map(raw_extras);
         // SAFETY: both handles are live; `tokens` is readable for its length
-        // and `prefix_pages` writable; the extras declare their size (C5) and
-        // borrow live slices (C3). Interior updates are synchronized by the
-        // library (C1), so `&self` suffices.
+        // and both counts writable; the extras (or NULL) declare their size
+        // (C5) and borrow live slices (C3). Interior updates are
+        // synchronized by the library (C1), so `&self` suffices.
         check(unsafe {
-            match &raw_extras {
-                None => sys::sci_index_check_prefix(
-                    self.raw.as_ptr(),
-                    layout.raw_ptr(),
-                    tokens.as_ptr(),
-                    tokens.len(),
-                    block_size,
-                    &mut prefix_pages,
-                ),
-                Some(raw) => sys::sci_index_check_prefix_with_extras(
-                    self.raw.as_ptr(),
-                    layout.raw_ptr(),
-                    tokens.as_ptr(),
-                    tokens.len(),
-                    block_size,
-                    raw,
-                    &mut prefix_pages,
-                ),
-            }
+            sys::sci_index_check_prefix_tokens(
+                self.raw.as_ptr(),
+                layout.raw_ptr(),
+                tokens.as_ptr(),
+                tokens.len(),
+                block_size,
+                raw_extras.as_ref().map_or(ptr::null(), |raw| raw as *const _),
+                &mut credit.pages,
+                &mut credit.tokens,
+            )
         })?;
-        Ok(prefix_pages)
+        Ok(credit)
     }
 
     /// Dynamo's answer ([`check_prefix`](Index::check_prefix)) for a vLLM

@@ -177,7 +177,7 @@ pub use handles::{
 };
 pub use layout_builder::{HitPolicy, LayoutBuilder, Pool};
 pub use options::{IndexOptions, LogLevel, Residency, Stats, SubscriberOptions};
-pub use pages::{PageHits, PageScratch, PageSummary};
+pub use pages::{PageHits, PageScratch, PageSummary, PrefixCredit};
 pub use request_extras::RequestExtras;
 pub use shared_cache::{SharedCacheHits, SharedCacheIndex, SharedCacheTiers};
 pub use tiers::{TierSummary, TIERS_MAX, TIER_ABSENT};

@@ -73,6 +73,23 @@ pub struct PageSummary {
     pub prefix_hits: usize,
     /// Pages answered by an already-verified group (one lookup).
     pub fast_path: usize,
+    /// The leading prompt tokens the engine will load from the pool (added
+    /// in 1.4): SGLang `prefix_hits` x page size; vLLM whole chunks, past
+    /// the last whole router block where the layout loads them, never the
+    /// prompt's last token. At least `prefix_hits` x block size.
+    pub prefix_tokens: usize,
+}
+
+/// The prefix answer in pages and in tokens
+/// ([`Index::check_prefix_tokens`](crate::Index::check_prefix_tokens), added in 1.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixCredit {
+    /// The usable prefix in pages (vLLM: router blocks), as
+    /// [`Index::check_prefix`](crate::Index::check_prefix).
+    pub pages: usize,
+    /// The leading prompt tokens the engine will load (as
+    /// [`PageSummary::prefix_tokens`]).
+    pub tokens: usize,
 }
 
 /// The answer to one page query, borrowed from the caller's [`PageScratch`].
@@ -100,6 +117,11 @@ impl<'s> PageHits<'s> {
     }
     pub fn fast_path(&self) -> usize {
         self.summary.fast_path
+    }
+    /// The leading prompt tokens the engine will load (added in 1.4; see
+    /// [`PageSummary::prefix_tokens`]).
+    pub fn prefix_tokens(&self) -> usize {
+        self.summary.prefix_tokens
     }
     /// Maximal runs of consecutive hit pages, in page order.
     pub fn ranges(&self) -> &'s [Range<usize>] {

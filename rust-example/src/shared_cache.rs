@@ -24,6 +24,11 @@ pub struct SharedCacheHits {
     pub ranges: Vec<Range<u32>>,
     /// Blocks hit, the total length of `ranges`.
     pub total_hits: u32,
+    /// The leading prompt tokens the engine will load from the pool (added
+    /// in 1.4): SGLang the leading run of hit blocks x block size; vLLM
+    /// whole chunks, which can pass the last whole block of `0..L` (a
+    /// router block of many chunks), never the prompt's last token.
+    pub prefix_tokens: usize,
 }
 
 /// Which blocks of a request are in the shared pool, per storage tier
@@ -52,6 +57,15 @@ thread_local! {
     static SCRATCH: RefCell<PageScratch> = RefCell::new(PageScratch::new());
     // The per-block tiers of the C call, reused likewise.
     static TIERS: RefCell<Vec<u8>> = RefCell::new(Vec::new());
+}
+
+/// Dynamo's answer for vLLM: the single range `0..blocks` (none when 0).
+fn prefix_range(blocks: u32, prefix_tokens: usize) -> SharedCacheHits {
+    SharedCacheHits {
+        ranges: if blocks == 0 { Vec::new() } else { vec![0..blocks] },
+        total_hits: blocks,
+        prefix_tokens,
+    }
 }
 
 impl SharedCacheIndex {
@@ -129,17 +143,8 @@ impl SharedCacheIndex {
     ) -> Result<SharedCacheHits> {
         let layout = self.layout(cache_namespace)?;
         if layout.family() == LayoutFamily::Vllm {
-            let blocks = match extras {
-                None => self.index.check_prefix(layout, tokens, block_size)?,
-                Some(extras) => {
-                    self.index
-                        .check_prefix_with_extras(layout, tokens, block_size, extras)?
-                }
-            } as u32;
-            return Ok(SharedCacheHits {
-                ranges: if blocks == 0 { Vec::new() } else { vec![0..blocks] },
-                total_hits: blocks,
-            });
+            let credit = self.index.check_prefix_tokens(layout, tokens, block_size, extras)?;
+            return Ok(prefix_range(credit.pages as u32, credit.tokens));
         }
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
@@ -162,6 +167,7 @@ impl SharedCacheIndex {
             Ok(SharedCacheHits {
                 ranges,
                 total_hits: hits.summary().total_hits as u32,
+                prefix_tokens: hits.summary().prefix_tokens,
             })
         })
     }
@@ -185,14 +191,13 @@ impl SharedCacheIndex {
             let per_tier = (0..summary.n_tiers)
                 .map(|t| {
                     if layout.family() == LayoutFamily::Vllm {
-                        let blocks = summary.prefix_pages[t] as u32;
-                        return SharedCacheHits {
-                            ranges: if blocks == 0 { Vec::new() } else { vec![0..blocks] },
-                            total_hits: blocks,
-                        };
+                        return prefix_range(summary.prefix_pages[t] as u32, summary.prefix_tokens[t]);
                     }
                     // Block counts fit in u32 (as check_blocks).
-                    let mut hits = SharedCacheHits::default();
+                    let mut hits = SharedCacheHits {
+                        prefix_tokens: summary.prefix_tokens[t],
+                        ..SharedCacheHits::default()
+                    };
                     for (block, &tier) in tiers.iter().enumerate() {
                         if tier as usize > t {
                             continue; // slower, or absent (TIER_ABSENT)

@@ -24,12 +24,22 @@ pub struct TierSummary {
     pub prefix_pages: [usize; TIERS_MAX],
     /// How many pages have their best tier at `t`.
     pub pages_at: [usize; TIERS_MAX],
+    /// The leading prompt tokens the engine will load counting only tier `t`
+    /// or faster (added in 1.4; [`PageSummary::prefix_tokens`](crate::PageSummary::prefix_tokens)
+    /// per tier). Entries from `n_tiers` on are 0.
+    pub prefix_tokens: [usize; TIERS_MAX],
 }
 
 impl TierSummary {
     /// `L[t]` for every tier of the map, fastest first.
     pub fn prefixes(&self) -> &[usize] {
         &self.prefix_pages[..self.n_tiers.min(TIERS_MAX)]
+    }
+
+    /// [`prefix_tokens`](TierSummary::prefix_tokens) for every tier of the
+    /// map, fastest first.
+    pub fn token_prefixes(&self) -> &[usize] {
+        &self.prefix_tokens[..self.n_tiers.min(TIERS_MAX)]
     }
 
     /// A router's credit for the pool's share of the prefix, each page

@@ -56,6 +56,7 @@ fn check_blocks_reports_sorted_half_open_ranges_and_the_total() {
     let expected = SharedCacheHits {
         ranges: vec![0..3, 4..5, 6..8],
         total_hits: 6,
+        prefix_tokens: 3 * PAGE as usize,
     };
     // Exact path, then fast path: the same answer.
     for _ in 0..2 {
@@ -81,6 +82,7 @@ fn each_namespace_answers_under_its_own_layout() {
     let all = SharedCacheHits {
         ranges: vec![0..4],
         total_hits: 4,
+        prefix_tokens: 4 * PAGE as usize,
     };
     assert_eq!(cache.check_blocks(&tokens, PAGE, Some("llama-70b")).unwrap(), all);
     assert_eq!(cache.check_blocks(&tokens, PAGE, Some("qwen-7b")).unwrap(), SharedCacheHits::default());

@@ -82,8 +82,11 @@ impl Router {
 fn hits(range: Option<std::ops::Range<u32>>) -> SharedCacheHits {
     match range {
         None => SharedCacheHits::default(),
+        // The usual layout's chunk is its router block: the engine loads
+        // the credited blocks, 16 tokens each.
         Some(range) => SharedCacheHits {
             total_hits: range.end - range.start,
+            prefix_tokens: 16 * range.end as usize,
             ranges: vec![range],
         },
     }
@@ -353,4 +356,43 @@ fn the_builders_reader_and_the_librarys_agree_on_sglang_configs() {
             }
         }
     }
+}
+
+/// Credit in tokens (added in 1.4): a router block of 64 tokens over chunks
+/// of 16 (the DCP shape of Dynamo's DEP #14944, scaled down). Dynamo's range
+/// stays in whole blocks; `prefix_tokens` counts the whole chunks the engine
+/// loads past them, never the prompt's last token.
+#[test]
+fn a_router_block_of_four_chunks_credits_the_chunks_past_it_in_tokens() {
+    let wide = qwen_descriptor()
+        .replace(r#""main_event_block_size": 16"#, r#""main_event_block_size": 64"#)
+        .replace(r#""lcm_block_size": 16"#, r#""lcm_block_size": 64"#);
+    let layout = Layout::from_json(&wide).unwrap();
+    assert_eq!(layout.block_size(), 64);
+    let index = Arc::new(Index::new().unwrap());
+    let mut cache = SharedCacheIndex::new(index.clone());
+    cache.register_layout(None, layout);
+    let prefixes = qwen_prefixes();
+    for (sequence, hex) in CHAIN[..3].iter().enumerate() {
+        let chunk_keys = keys(&prefixes, hex);
+        let events: Vec<Event> = chunk_keys.iter().map(|k| Event::stored(k)).collect();
+        index.apply_events(sequence as u64 + 1, &events).unwrap();
+    }
+    let answer = cache.check_blocks(&tokens(65), 64, None).unwrap();
+    assert_eq!((answer.total_hits, answer.prefix_tokens), (0, 48), "no whole block, three chunks");
+    let chunk_keys = keys(&prefixes, CHAIN[3]);
+    let events: Vec<Event> = chunk_keys.iter().map(|k| Event::stored(k)).collect();
+    index.apply_events(4, &events).unwrap();
+    let answer = cache.check_blocks(&tokens(65), 64, None).unwrap();
+    assert_eq!(answer.ranges, vec![0..1]);
+    assert_eq!(answer.prefix_tokens, 64);
+    let answer = cache.check_blocks(&tokens(64), 64, None).unwrap();
+    assert_eq!((answer.total_hits, answer.prefix_tokens), (0, 48), "the last token is never loaded");
+    // The same through the index, and per tier.
+    let same = Layout::from_json(&wide).unwrap();
+    let credit = index.check_prefix_tokens(&same, &tokens(65), 64, None).unwrap();
+    assert_eq!((credit.pages, credit.tokens), (1, 64));
+    let tiers = cache.check_tiers(&tokens(64), 64, None, None).unwrap();
+    assert_eq!(tiers.summary.token_prefixes().last(), Some(&48));
+    assert_eq!(tiers.per_tier.last().map(|hits| hits.prefix_tokens), Some(48));
 }

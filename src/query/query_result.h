@@ -15,6 +15,10 @@ struct PageQueryResult {
   size_t prefix_hits = 0;  // leading run of hit pages
   size_t fast_path = 0;    // pages answered by an already-verified group
   size_t pages_examined = 0;  // pages hashed and looked up (CheckPrefix stops early)
+  // The leading prompt tokens the engine will load from the pool: SGLang
+  // prefix_hits x page_size; vLLM the prefix at the layout's own
+  // granularity (vllm/chunk_query.h), at least prefix_hits x block size.
+  size_t prefix_tokens = 0;
 };
 
 // Adds per-item answers, in item order, to a result's hit counts: all of
@@ -40,6 +44,7 @@ struct TierAnswer {
   int n_tiers = 0;
   std::array<size_t, kMaxTiers> prefix_pages{};
   std::array<size_t, kMaxTiers> pages_at{};
+  std::array<size_t, kMaxTiers> prefix_tokens{};  // PageQueryResult::prefix_tokens at tier <= t
 };
 
 // pages_at from per-page tiers (`absent`: a page at no tier), and L[t] for
@@ -47,6 +52,7 @@ struct TierAnswer {
 inline void SummariseTiers(std::span<const uint8_t> tiers, uint8_t absent, bool leading_run, TierAnswer* answer) {
   answer->prefix_pages.fill(0);
   answer->pages_at.fill(0);
+  answer->prefix_tokens.fill(0);
   uint8_t run_tier = 0;  // the slowest tier of the leading run so far
   bool in_run = leading_run;
   for (const uint8_t tier : tiers) {

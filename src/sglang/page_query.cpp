@@ -550,6 +550,9 @@ class Query {
   } page_keys_;
 };
 
+// A run of whole pages in tokens: SGLang loads pages whole.
+size_t TokensOf(const Layout& layout, size_t pages) { return pages * layout.page_size(); }
+
 template <typename WriteHash, bool kTiers = false>
 PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
                             std::span<uint8_t> hits, const PageQueryHooks* hooks, std::span<uint8_t> tiers = {}) {
@@ -557,6 +560,7 @@ PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, 
   Query<WriteHash, kTiers> query(index, layout, n_pages, write_hash, hooks, tiers);
   PageQueryResult result = query.AllPages(hits);
   result.pages_examined = n_pages;
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits);
   CountQuery(index, result, n_pages);
   return result;
 }
@@ -617,6 +621,9 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const u
   const PageQueryResult result =
       RunAllPages<decltype(std::ref(hashes)), /*kTiers=*/true>(index, layout, n_pages, std::ref(hashes), tiers, hooks, tiers);
   SummariseTiers(tiers.first(n_pages), MediumTiers::kAbsent, /*leading_run=*/true, answer);
+  for (int t = 0; t < answer->n_tiers; ++t) {
+    answer->prefix_tokens[static_cast<size_t>(t)] = TokensOf(layout, answer->prefix_pages[static_cast<size_t>(t)]);
+  }
   return result;
 }
 
@@ -626,7 +633,8 @@ PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const 
   TokenHashes hashes(layout, tokens, /*look_ahead=*/false);
   auto write_hash = std::ref(hashes);
   Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, hooks);
-  const PageQueryResult result = query.Prefix();
+  PageQueryResult result = query.Prefix();
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits);
   CountQuery(index, result, result.pages_examined);
   return result;
 }

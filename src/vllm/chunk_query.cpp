@@ -266,18 +266,31 @@ class Query {
     return result;
   }
 
-  // Dynamo's answer (CheckPrefix).
+  // Dynamo's answer (CheckPrefix), and in tokens what the engine loads.
   PageQueryResult Prefix() {
     PageQueryResult result;
     const uint32_t b = layout_.router_block_size();
     result.n_pages = n_tokens_ / b;
-    // The engine computes at least the last token: at most (n - 1) / b blocks.
-    const size_t credited = n_tokens_ == 0 ? 0 : (n_tokens_ - 1) / b * b;
+    // The engine computes at least the last token: at most n - 1 tokens
+    // load, and at most (n - 1) / b blocks are credited.
+    const size_t loadable = n_tokens_ == 0 ? 0 : n_tokens_ - 1;
+    const size_t credited = loadable / b * b;
     // No candidate past the digests the source has can hold (its chunks
     // are not inside): with the hashes given, n_tokens may say far more.
-    size_t limit = std::min(credited, chain_.available() * layout_.hash_block_size());
+    const size_t available = chain_.available() * layout_.hash_block_size();
+    // The tokens the engine would load at its own granularity (with full
+    // attention alone, whole chunks past the last whole router block).
+    const uint32_t granularity = layout_.load_granularity();
+    size_t limit = std::min(credited, available);
+    size_t run_in_chunks = 0;  // the full-attention run, at the granularity
     if (layout_.has_full_attention()) {
-      limit = std::min(limit, full_attention_known_ ? FullAttentionRunFromPresence(limit) : FullAttentionRun(limit));
+      // One walk serves both answers: it goes as far as either may reach
+      // (no further than the blocks for the usual layout, whose chunk is
+      // the router's block).
+      const size_t reach = std::min(std::max(credited, loadable / granularity * granularity), available);
+      const size_t run = full_attention_known_ ? FullAttentionRunFromPresence(reach) : FullAttentionRun(reach);
+      limit = std::min(limit, run);
+      run_in_chunks = std::min(run, reach) / granularity * granularity;
     }
     size_t answer = 0;
     for (size_t candidate = limit / layout_.alignment() * layout_.alignment(); candidate > 0;
@@ -288,6 +301,10 @@ class Query {
       }
     }
     result.prefix_hits = result.total_hits = answer / b;
+    // Only a layout of full attention alone loads past its alignment
+    // (load_granularity): every chunk of its run is present, so the run's
+    // whole granules load. Else the engine loads the aligned answer.
+    result.prefix_tokens = layout_.full_attention_only() ? std::max(answer, run_in_chunks) : answer;
     result.pages_examined = chunks_looked_up_;
     return result;
   }
@@ -471,10 +488,11 @@ class Query {
   }
 
   // FullAttentionRun after Blocks, which looked up every full-attention
-  // chunk of the request: the run is read from their presence, with no
-  // lookup and no hash (check_pages' prefix_hits costs a scan, not a walk).
-  // A chunk whose presence is not known present ends the run: a miss at
-  // worst.
+  // chunk overlapping a whole router block: the run is read from their
+  // presence, with no hash (check_pages' prefix_hits costs a scan, not a
+  // walk). A chunk Blocks did not look up (one ending inside the request's
+  // last, partial router block: the token answer reaches it) is looked up
+  // here, on its own.
   size_t FullAttentionRunFromPresence(size_t credited) {
     std::vector<size_t>& next = scratch_.next_chunk;
     next.assign(layout_.groups().size(), 0);
@@ -482,7 +500,7 @@ class Query {
       size_t g = 0;
       const size_t end = NextChunkEnd(&g);
       if (end > credited) return credited;
-      if (next[g] >= ChunksInside(g) || !Counts(PresenceOf(g, next[g]))) return end - 1;
+      if (next[g] >= ChunksInside(g) || !ChunkPresent(g, next[g])) return end - 1;
       ++next[g];
     }
   }
@@ -659,7 +677,9 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   // chunks can pass the last block whose Mamba or window state is stored,
   // and a router reading prefix_hits would credit blocks it cannot load.
   // The chunks Blocks looked up are not looked up again.
-  result.prefix_hits = query.Prefix().prefix_hits;
+  const PageQueryResult prefix = query.Prefix();
+  result.prefix_hits = prefix.prefix_hits;
+  result.prefix_tokens = prefix.prefix_tokens;
   result.pages_examined = result.n_pages;
   CountQuery(index, result, result.n_pages);
   return result;
@@ -682,9 +702,12 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
   // only chunks present at tier <= t.
   for (int t = 0; t < answer->n_tiers; ++t) {
     query.LimitTier(static_cast<uint8_t>(t));
-    answer->prefix_pages[static_cast<size_t>(t)] = query.Prefix().prefix_hits;
+    const PageQueryResult prefix = query.Prefix();
+    answer->prefix_pages[static_cast<size_t>(t)] = prefix.prefix_hits;
+    answer->prefix_tokens[static_cast<size_t>(t)] = prefix.prefix_tokens;
   }
   result.prefix_hits = answer->prefix_pages[static_cast<size_t>(answer->n_tiers - 1)];
+  result.prefix_tokens = answer->prefix_tokens[static_cast<size_t>(answer->n_tiers - 1)];
   result.pages_examined = result.n_pages;
   CountQuery(index, result, result.n_pages);
   return result;

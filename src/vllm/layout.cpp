@@ -70,8 +70,12 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
 
   uint64_t alignment = BoundedLcm(spec.main_event_block_size,
                                   spec.lcm_block_size == 0 ? spec.main_event_block_size : spec.lcm_block_size);
+  uint64_t chunk_lcm = 1;  // of every group's block_size: it divides the alignment, so it is bounded too
+  bool every_group_full_attention = true;
   for (const GroupSpec& spec_group : spec.groups) {
     alignment = alignment == 0 ? 0 : BoundedLcm(alignment, spec_group.block_size);
+    chunk_lcm = BoundedLcm(chunk_lcm, spec_group.block_size);
+    every_group_full_attention = every_group_full_attention && spec_group.kind == GroupKind::kFullAttention;
     Group group;
     group.kind = spec_group.kind;
     group.block_size = spec_group.block_size;
@@ -105,6 +109,12 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     return nullptr;
   }
   layout->alignment_ = static_cast<uint32_t>(alignment);
+  // What the engine loads, in tokens (docs/vllm-family.md, "Credit in
+  // tokens"): with full attention alone, whole chunks of every group, so a
+  // multiple of each group's block_size, whatever the router's block; a
+  // window or Mamba state is kept only at the alignment's multiples.
+  layout->full_attention_only_ = every_group_full_attention;
+  layout->load_granularity_ = every_group_full_attention ? static_cast<uint32_t>(chunk_lcm) : layout->alignment_;
   return layout;
 }
 

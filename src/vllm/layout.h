@@ -68,6 +68,11 @@ class Layout {
   const WarnOnce& block_size_warning() const { return block_size_warning_; }
   // Candidate prefixes are multiples of this many tokens.
   uint32_t alignment() const { return alignment_; }
+  // The token counts the engine can load from the pool are multiples of
+  // this: with every group full attention, the lcm of the groups'
+  // block_size (whole chunks, past the last whole router block); else the
+  // alignment. It divides alignment().
+  uint32_t load_granularity() const { return load_granularity_; }
   uint64_t tenant_seed() const { return tenant_seed_; }
   // The digest memo's domain of a request without extras: everything a
   // block hash depends on besides its tokens (algorithm, NONE_HASH), keyed
@@ -77,6 +82,9 @@ class Layout {
   // Whether one group is full attention: then a prefix is the leading run
   // of present chunks, and block hits mean what they say.
   bool has_full_attention() const { return has_full_attention_; }
+  // Whether every group is full attention: then the engine loads any run of
+  // whole chunks (load_granularity), not only aligned prefixes.
+  bool full_attention_only() const { return full_attention_only_; }
 
   size_t n_prefixes() const { return prefixes_.size(); }
   std::string_view prefix(size_t i) const { return prefixes_[i]; }
@@ -103,9 +111,11 @@ class Layout {
   uint32_t hash_block_size_ = 0;
   uint32_t router_block_size_ = 0;
   uint32_t alignment_ = 0;
+  uint32_t load_granularity_ = 0;
   uint64_t tenant_seed_ = 0;
   MemoDomain memo_domain_;
   bool has_full_attention_ = false;
+  bool full_attention_only_ = false;
   std::vector<Group> groups_;
   std::vector<std::string> prefixes_;       // each with its "@"
   std::vector<HashEndSecret> secrets_;      // per prefix, when hash_ended_[i]

@@ -1252,6 +1252,18 @@ extern "C" {
         result: *mut sci_tier_result,
     ) -> sci_status;
 }
+extern "C" {
+    pub fn sci_index_check_prefix_tokens(
+        index: *mut sci_index,
+        layout: *const sci_layout,
+        tokens: *const u32,
+        n_tokens: usize,
+        block_size: u32,
+        extras: *const sci_request_extras,
+        prefix_pages: *mut usize,
+        prefix_tokens: *mut usize,
+    ) -> sci_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct sci_subscriber {
