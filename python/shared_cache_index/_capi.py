@@ -348,6 +348,11 @@ PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
         sci_status,
         [c_void_p, c_void_p, c_void_p, c_size_t, c_uint32, c_void_p, c_void_p, c_size_t, c_void_p],
     ),
+    # 1.4
+    "sci_index_check_prefix_tokens": (
+        sci_status,
+        [c_void_p, c_void_p, c_void_p, c_size_t, c_uint32, c_void_p, c_void_p, c_void_p],
+    ),
     "sci_subscriber_start": (
         sci_status,
         [c_void_p, POINTER(sci_subscriber_options), POINTER(c_void_p)],

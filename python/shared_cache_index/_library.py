@@ -24,19 +24,15 @@ import os
 import shutil
 import subprocess
 import threading
-import warnings
 from typing import Callable
 
 from . import _capi
 from .errors import LibraryNotFound
 
 SONAME = "libshared_cache_index.so.1"
-# prefix_tokens (sci_page_result, sci_tier_result) is filled from 1.4 on.
+# prefix_tokens (sci_page_result, sci_tier_result) is filled, and
+# sci_index_check_prefix_tokens exported, from 1.4 on.
 MIN_LIBRARY_VERSION = (1, 4, 0)
-# Set to a version (e.g. "1.3.0") to accept that exact older library anyway:
-# everything works but the 1.4 fields (prefix_tokens) read 0. Meant for
-# testing a branch ahead of its library, never for production.
-ACCEPT_ENV = "SCI_ACCEPT_LIBRARY_VERSION"
 
 _lock = threading.RLock()
 _api: _capi.Api | None = None
@@ -107,16 +103,8 @@ def _check(lib: ctypes.CDLL, where: str) -> None:
     if parsed is None:
         raise LibraryNotFound(f"{where} reports an unreadable version {found!r} (this package needs {wanted} or later)")
     if parsed < MIN_LIBRARY_VERSION:
-        accepted = os.environ.get(ACCEPT_ENV, "")
-        if accepted != found:
-            raise LibraryNotFound(
-                f"{where} is shared-cache-index {found}, too old for this package: it needs {wanted} or later"
-            )
-        warnings.warn(
-            f"shared_cache_index: using library {found} below {wanted} ({ACCEPT_ENV}={accepted}): "
-            "prefix_tokens reads 0",
-            RuntimeWarning,
-            stacklevel=3,
+        raise LibraryNotFound(
+            f"{where} is shared-cache-index {found}, too old for this package: it needs {wanted} or later"
         )
 
 

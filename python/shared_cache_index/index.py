@@ -11,7 +11,7 @@ from . import _capi, _library
 from .errors import InternalError, InvalidArgument, closed
 from .events import Event
 from .layout import Layout, as_bytes, as_u32, check_status
-from .query import PAGE_RESULT, SIZE_T, TIER_RESULT, PageResult, RequestExtras, TierResult, scratch
+from .query import PAGE_RESULT, SIZE_T, TIER_RESULT, TWO_SIZE_T, PageResult, RequestExtras, TierResult, scratch
 from .tokens import Tokens, as_u32 as tokens_as_u32
 
 if TYPE_CHECKING:
@@ -352,6 +352,43 @@ class Index:
             if status:
                 check_status(api, status)
             return int(SIZE_T.unpack_from(s.prefix.data)[0])
+        finally:
+            s.busy = False
+
+    def check_prefix_tokens(self, layout: Layout, tokens: Tokens, block_size: int | None = None,
+                            extras: RequestExtras | None = None) -> tuple[int, int]:
+        """The prefix query answering in pages and in tokens at once
+        (``sci_index_check_prefix_tokens``, 1.4): the walk of
+        ``check_prefix`` (it stops at the first missing page), with the
+        credit of ``PageResult.prefix_tokens``. Arguments and exceptions as
+        ``check_pages``.
+
+        Returns:
+            (prefix_pages, prefix_tokens): SGLang, prefix_tokens is
+            prefix_pages x page_size; vLLM, the tokens the engine will load,
+            at least prefix_pages x block_size.
+        """
+        handle = self._handle
+        layout_handle = getattr(layout, "_handle", None)
+        if handle is None or layout_handle is None:
+            handle, layout_handle = _handles(self, layout)
+        address: int | None
+        if type(tokens) is array and tokens.typecode == "I":
+            address, n_tokens = tokens.buffer_info()
+        else:
+            address, n_tokens, tokens = tokens_as_u32(tokens)
+        block = layout._block_size if block_size is None else as_u32(block_size, "block_size")
+        s = scratch()
+        s.busy = True
+        try:
+            api = self._api
+            out = s.prefix.address
+            status = api.index_check_prefix_tokens(handle, layout_handle, address, n_tokens, block,
+                                                   _extras_address(extras), out, out + SIZE_T.size)
+            if status:
+                check_status(api, status)
+            pages, credited = TWO_SIZE_T.unpack_from(s.prefix.data)
+            return int(pages), int(credited)
         finally:
             s.busy = False
 

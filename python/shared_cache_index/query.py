@@ -157,8 +157,9 @@ class TierResult:
 PAGE_RESULT = struct.Struct("@I5N")
 # struct_size, n_tiers, n_pages, prefix_pages[4], pages_at[4], prefix_tokens[4].
 TIER_RESULT = struct.Struct(f"@IIN{3 * _capi.SCI_TIERS_MAX}N")
-# check_prefix's answer, one size_t.
+# check_prefix's answer, one size_t; check_prefix_tokens', two.
 SIZE_T = struct.Struct("@N")
+TWO_SIZE_T = struct.Struct("@NN")
 assert PAGE_RESULT.size == ctypes.sizeof(_capi.sci_page_result)
 assert TIER_RESULT.size == ctypes.sizeof(_capi.sci_tier_result)
 
@@ -188,7 +189,7 @@ class Scratch:
         PAGE_RESULT.pack_into(self.page.data, 0, PAGE_RESULT.size, 0, 0, 0, 0, 0)
         self.tier = _Pinned(TIER_RESULT.size)
         TIER_RESULT.pack_into(self.tier.data, 0, TIER_RESULT.size, *([0] * (2 + 3 * _capi.SCI_TIERS_MAX)))
-        self.prefix = _Pinned(SIZE_T.size)
+        self.prefix = _Pinned(TWO_SIZE_T.size)
         self.busy = False
 
     def grow(self, cap: int) -> None:

@@ -40,20 +40,14 @@ def _library_version() -> str:
     return lib.sci_version().decode()
 
 
-# Until main's 1.4 lands, the build reports 1.3.x: accept exactly that
-# version for the suite (prefix_tokens then reads 0 on both sides of every
-# comparison). A no-op from 1.4.0 on.
+# The package needs 1.4.0: say so plainly instead of failing every test.
 BUILD_VERSION = _library_version()
 if tuple(int(p) for p in BUILD_VERSION.split(".")) < (1, 4, 0):
-    os.environ["SCI_ACCEPT_LIBRARY_VERSION"] = BUILD_VERSION
-LIBRARY_HAS_1_4 = tuple(int(p) for p in BUILD_VERSION.split(".")) >= (1, 4, 0)
+    raise pytest.UsageError(f"{LIB_PATH} is {BUILD_VERSION}; the Python package needs 1.4.0 or later")
 
 
 def pytest_report_header(config: Any) -> list[str]:
-    lines = [f"shared-cache-index library {BUILD_VERSION} at {LIB_PATH}", f"sci-publish: {SCI_PUBLISH}"]
-    if not LIBRARY_HAS_1_4:
-        lines.append(f"NOTE: library {BUILD_VERSION} < 1.4.0: accepted for the tests; prefix_tokens reads 0")
-    return lines
+    return [f"shared-cache-index library {BUILD_VERSION} at {LIB_PATH}", f"sci-publish: {SCI_PUBLISH}"]
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +216,10 @@ class RawC:
         self.lib.sci_index_check_tiers.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, u32p, ctypes.c_size_t, ctypes.c_uint32,
             P(_capi.sci_request_extras), u8p, ctypes.c_size_t, P(_capi.sci_tier_result)]
+        self.lib.sci_index_check_prefix_tokens.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, u32p, ctypes.c_size_t, ctypes.c_uint32,
+            P(_capi.sci_request_extras), P(ctypes.c_size_t), P(ctypes.c_size_t)]
+        self.lib.sci_index_check_prefix_tokens.restype = ctypes.c_int32
         self.lib.sci_last_error.restype = ctypes.c_char_p
         for name in ("sci_index_check_pages", "sci_index_check_pages_with_extras",
                      "sci_index_check_prefix_with_extras", "sci_index_check_tiers"):
@@ -255,6 +253,16 @@ class RawC:
                                                              self._extras(extras), ctypes.byref(out))
         assert status == 0, self.lib.sci_last_error()
         return out.value
+
+    def check_prefix_tokens(self, ix: Any, lay: Any, tokens: list[int], block_size: int, extras: Any = None
+                            ) -> tuple[int, int]:
+        arr = (ctypes.c_uint32 * len(tokens))(*tokens)
+        pages, credited = ctypes.c_size_t(), ctypes.c_size_t()
+        status = self.lib.sci_index_check_prefix_tokens(ix._handle, lay._handle, arr, len(tokens), block_size,
+                                                        self._extras(extras), ctypes.byref(pages),
+                                                        ctypes.byref(credited))
+        assert status == 0, self.lib.sci_last_error()
+        return pages.value, credited.value
 
     def check_tiers(self, ix: Any, lay: Any, tokens: list[int], block_size: int, extras: Any = None
                     ) -> tuple[Any, bytes]:

@@ -99,12 +99,9 @@ def fake_library(tmp_path: Path, version: str, symbols: list[str]) -> Path:
 
 def test_a_library_below_the_minimum_version_is_refused_naming_both(tmp_path: Path) -> None:
     lib = fake_library(tmp_path, "1.3.9", list(_capi.PROTOTYPES))
-    done = run({"SCI_LIB": str(lib), "SCI_ACCEPT_LIBRARY_VERSION": None})
+    done = run({"SCI_LIB": str(lib)})
     assert done.returncode != 0
     assert "1.3.9" in done.stderr and "1.4.0" in done.stderr and "too old" in done.stderr
-    # Accepted when asked for by that exact version (a test build ahead of its library).
-    assert run({"SCI_LIB": str(lib), "SCI_ACCEPT_LIBRARY_VERSION": "1.3.9"}).returncode == 0
-    assert run({"SCI_LIB": str(lib), "SCI_ACCEPT_LIBRARY_VERSION": "1.3.8"}).returncode != 0
 
 
 def test_a_library_missing_functions_is_refused_naming_them(tmp_path: Path) -> None:
@@ -114,10 +111,16 @@ def test_a_library_missing_functions_is_refused_naming_them(tmp_path: Path) -> N
     assert "1.2.0" in done.stderr and "1.4.0" in done.stderr and "sci_index_check_tiers" in done.stderr
 
 
+def test_a_library_without_the_1_4_function_is_refused_naming_it(tmp_path: Path) -> None:
+    lib = fake_library(tmp_path, "1.3.0", [n for n in _capi.PROTOTYPES if n != "sci_index_check_prefix_tokens"])
+    done = run({"SCI_LIB": str(lib)})
+    assert done.returncode != 0
+    assert "1.3.0" in done.stderr and "1.4.0" in done.stderr and "sci_index_check_prefix_tokens" in done.stderr
+
+
 def test_a_library_at_or_above_the_minimum_loads(tmp_path: Path) -> None:
     lib = fake_library(tmp_path, "1.4.0", list(_capi.PROTOTYPES))
-    done = run({"SCI_LIB": str(lib), "SCI_ACCEPT_LIBRARY_VERSION": None},
-               "import shared_cache_index as s; print(s.version())")
+    done = run({"SCI_LIB": str(lib)}, "import shared_cache_index as s; print(s.version())")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1.4.0"
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import shared_cache_index as sci
-from conftest import LIBRARY_HAS_1_4, SGLANG_TP8_JSON, VLLM_JSON, published_world
+from conftest import SGLANG_TP8_JSON, VLLM_JSON, published_world
 
 
 def requests(prompts: list[list[int]], block: int) -> list[tuple[str, list[int]]]:
@@ -52,6 +52,10 @@ def assert_pages_equal(raw_c: Any, ix: sci.Index, lay: sci.Layout, tokens: list[
         assert len(r.hits) == r.n_pages
         assert sum(r.hits) == r.total_hits
         assert ix.check_prefix(lay, container, block, extras) == raw_c.check_prefix(ix, lay, tokens, block, extras)
+        both = ix.check_prefix_tokens(lay, container, block, extras)
+        assert both == raw_c.check_prefix_tokens(ix, lay, tokens, block, extras)
+        assert both[0] == ix.check_prefix(lay, container, block, extras)
+        assert both[1] == r.prefix_tokens or r.prefix_hits != both[0]
     return r
 
 
@@ -72,9 +76,11 @@ def test_sglang_answers_equal_the_c_answers(sglang_world: Any, raw_c: Any) -> No
     assert seen["unrelated"].total_hits == 0
     assert (seen["not whole pages"].n_pages, seen["not whole pages"].total_hits) == (5, 5)
     assert seen["empty"].n_pages == 0 and seen["empty"].hits == []
-    if LIBRARY_HAS_1_4:
-        assert seen["published 0"].prefix_tokens == 40 * 64
-        assert seen["edited"].prefix_tokens == 30 * 64
+    assert seen["published 0"].prefix_tokens == 40 * 64
+    assert seen["edited"].prefix_tokens == 30 * 64
+    assert seen["not whole pages"].prefix_tokens == 5 * 64
+    assert ix.check_prefix_tokens(lay, prompts[0]) == (40, 40 * 64)
+    assert ix.check_prefix_tokens(lay, requests(prompts, 64)[3][1]) == (30, 30 * 64)
 
 
 def test_a_block_size_mismatch_answers_no_page_and_is_counted(sglang_world: Any, raw_c: Any) -> None:
@@ -111,8 +117,14 @@ def test_vllm_answers_equal_the_c_answers(vllm_world: Any, raw_c: Any) -> None:
     assert seen[("published 0", "empty salt")].total_hits == 48
     assert ix.check_prefix(lay, prompts[0]) == 48
     assert ix.check_prefix(lay, prompts[0], extras=sci.RequestExtras(lora_name="sql-adapter")) == 0
-    if LIBRARY_HAS_1_4:
-        assert published.prefix_tokens >= published.prefix_hits * 16
+    # Full attention alone: credit past the last whole block is possible,
+    # the last token never; a stored prompt loads all its whole blocks.
+    assert published.prefix_tokens >= published.prefix_hits * 16
+    assert ix.check_prefix_tokens(lay, prompts[0])[0] == 48
+    assert 48 * 16 <= ix.check_prefix_tokens(lay, prompts[0])[1] < len(prompts[0])
+    for what, tokens in requests(prompts, 16):
+        pages, credited = ix.check_prefix_tokens(lay, tokens)
+        assert credited >= pages * 16 and (credited < len(tokens) or not tokens), what
 
 
 def test_vllm_refuses_page_hashes(vllm_world: Any) -> None:
@@ -180,9 +192,8 @@ def test_tiers_equal_the_c_answers(tiered_world: Any, raw_c: Any) -> None:
                 assert t.prefix_pages == sorted(t.prefix_pages)
     # The generation-2 workload leaves pages on each tier and deletes some.
     assert {0, 1, None} <= distinct_tiers
-    if LIBRARY_HAS_1_4:
-        t = ix.check_tiers(lay, prompts[0])
-        assert t.prefix_tokens == [p * 64 for p in t.prefix_pages]
+    t = ix.check_tiers(lay, prompts[0])
+    assert t.prefix_tokens == [p * 64 for p in t.prefix_pages]
 
 
 def test_contains_and_stats_follow_apply_events() -> None:
