@@ -59,7 +59,7 @@ def _pkg_config_libdir() -> tuple[str | None, str]:
         return None, "pkg-config: not installed"
     try:
         done = subprocess.run(
-            [tool, "--variable=libdir", "shared_cache_index"],
+            [tool, "--print-errors", "--variable=libdir", "shared_cache_index"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -127,7 +127,7 @@ def _load() -> tuple[ctypes.CDLL, str]:
     tried.append("SCI_LIB_DIR (unset)")
     libdir, why = _pkg_config_libdir()
     if libdir is not None:
-        path = os.path.join(libdir, SONAME)
+        path = os.path.normpath(os.path.join(libdir, SONAME))
         try:
             return _open(path), path
         except OSError as e:
