@@ -66,6 +66,13 @@ dev_packages=(
   librust-dashmap-dev
   librust-sha2-dev
   librust-pkg-config-dev # shared-cache-index-sys's build.rs finds the installed library
+  # The Python package (python/): its tests, run by /usr/bin/python3 (Debian's,
+  # which sees these packages), and the offline install check.
+  python3-pytest         # python/tests
+  python3-numpy          # the tests of numpy token arrays (optional at run time)
+  python3-pip            # pip install --no-build-isolation ./python (the install test)
+  python3-setuptools     # the build backend of python/pyproject.toml, used offline
+  python3-venv           # the install test's virtual environment (Debian's pip refuses system installs)
 )
 
 case $mode in

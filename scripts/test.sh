@@ -7,7 +7,9 @@
 #   3. the whole ctest suite of that build (the fuzz harnesses' corpora are
 #      replayed there too),
 #   4. the Rust crates (rust-example/): bindings in sync with the header,
-#      then their cargo test against that build.
+#      then their cargo test against that build,
+#   5. the Python package (python/): its pytest suite against that build's
+#      library and sci-publish, an offline pip install into a venv included.
 # The full run (--full, or SCI_FULL=1; what .ci/run runs: about 27 minutes)
 # adds, after the build:
 #   - the lock discipline: the library's objects compiled by clang with
@@ -44,6 +46,14 @@ passed() {  # log, status
     /^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+/ {
       ctest_runs++; ctest_failed += $4; ctest_total += $NF }
     /^\[  PASSED  \] [0-9]+ tests?\./ { gtest_runs++; gtest_passed += $4 }
+    /^[0-9]+ (passed|failed)|^[0-9]+ failed, [0-9]+ passed/ && / in [0-9.]+s/ {
+      pytest_runs++
+      for (i = 1; i <= NF; i++) {
+        if ($(i) ~ /^passed,?$/) pytest_passed += $(i - 1)
+        if ($(i) ~ /^failed,?$/) pytest_failed += $(i - 1)
+        if ($(i) ~ /^skipped,?$/) pytest_skipped += $(i - 1)
+      }
+    }
     /^test result: / {
       cargo_runs++
       for (i = 1; i <= NF; i++) {
@@ -59,6 +69,8 @@ passed() {  # log, status
       if (gtest_runs) out = out (out == "" ? "" : "; ") sprintf("gtest %d passed (%d binaries)", gtest_passed, gtest_runs)
       if (cargo_runs) out = out (out == "" ? "" : "; ") \
           sprintf("cargo %d passed, %d failed, %d ignored (%d test targets)", cargo_passed, cargo_failed, cargo_ignored, cargo_runs)
+      if (pytest_runs) out = out (out == "" ? "" : "; ") \
+          sprintf("pytest %d passed, %d failed, %d skipped", pytest_passed, pytest_failed, pytest_skipped)
       if (out == "") out = status == 0 ? "ok" : ""
       if (status != 0) out = out (out == "" ? "" : "; ") "FAILED (exit " status ")"
       print out
@@ -122,3 +134,9 @@ stage "rust example: bindings match the header" scripts/regen-bindings.sh --chec
 build_dir=$(cd "$build" && pwd)
 cargo_test() { (cd rust-example && SCI_LIB_DIR="$build_dir" cargo test --offline --features json); }
 stage "rust example: cargo test ($build)" cargo_test
+
+# The Python package against the same build: Debian's interpreter (it sees
+# python3-pytest and python3-numpy); the suite finds sci-publish under
+# SCI_LIB_DIR and includes the offline pip install into a temporary venv.
+python_test() { SCI_LIB_DIR="$build_dir" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests; }
+stage "python: pytest ($build)" python_test
