@@ -86,10 +86,13 @@ cat >"$work/layout.json" <<'JSON'
  "should_split_heads": false, "extra_backend_tag": null, "key_prefix": null}
 JSON
 
+# The masters of acts 1 and 2 stay up after publishing (--keep-running), as
+# a real master does: a master gone is a disconnect, which clears what a
+# subscriber holds (by default: docs/operations.md, "Reconnects").
 echo "== starting sci-publish: 4 prompts of 169 pages (64 tokens), 100 pages shared, tp 8"
 "$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --workload \
   --layout-json "$work/layout.json" --prompts 4 --pages 169 --shared-prefix-pages 100 --seed 2024 \
-  --prompts-out "$work/prompts.jsonl" --wait-subscribers-ms 30000 \
+  --prompts-out "$work/prompts.jsonl" --wait-subscribers-ms 30000 --keep-running \
   >"$work/published.json" 2>"$work/publisher.log" &
 publisher=$!
 
@@ -110,12 +113,13 @@ fi
 echo "== the router (Rust) subscribes to $endpoint and queries"
 echo
 "$root/rust-example/target/release/examples/router_demo" --endpoint "$endpoint" \
-  --layout-json "$work/layout.json" --prompts "$work/prompts.jsonl" --published "$work/published.json"
+  --layout-json "$work/layout.json" --prompts "$work/prompts.jsonl"
 
-wait "$publisher"
+kill -TERM "$publisher"
+wait "$publisher" || true
 publisher=""
 echo
-echo "== sci-publish summary: $(cat "$work/published.json")"
+echo "== sci-publish summary (stopped by the demo): $(cat "$work/published.json")"
 
 echo
 echo "== act 2: a vLLM model (MooncakeStoreConnector chunks, Dynamo's answer)"
@@ -134,16 +138,16 @@ JSON
 echo "starting sci-publish: 4 prompts of 256 blocks (16 tokens, + 1 token), 100 blocks shared, tp 2"
 "$build/src/tools/sci-publish" --endpoint 'tcp://127.0.0.1:*' --workload \
   --layout-json "$work/vllm.json" --prompts 4 --pages 256 --shared-prefix-pages 100 --seed 2025 \
-  --prompts-out "$work/vllm-prompts.jsonl" --wait-subscribers-ms 30000 \
+  --prompts-out "$work/vllm-prompts.jsonl" --wait-subscribers-ms 30000 --keep-running \
   >"$work/vllm-published.json" 2>"$work/vllm-publisher.log" &
 publisher=$!
 ready=$(await_line "$work/vllm-publisher.log" '"listening"' "$publisher")
 endpoint=$(sed -n 's/.*"listening":"\([^"]*\)".*/\1/p' <<<"$ready")
 echo
 "$root/rust-example/target/release/examples/router_demo" --endpoint "$endpoint" \
-  --layout-json "$work/vllm.json" --cache-namespace Qwen3-8B --prompts "$work/vllm-prompts.jsonl" \
-  --published "$work/vllm-published.json"
-wait "$publisher"
+  --layout-json "$work/vllm.json" --cache-namespace Qwen3-8B --prompts "$work/vllm-prompts.jsonl"
+kill -TERM "$publisher"
+wait "$publisher" || true
 publisher=""
 
 echo

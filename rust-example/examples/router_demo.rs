@@ -7,9 +7,10 @@
 //!               --prompts prompts.jsonl [--published summary.json] [--timeout-s 60]
 //!
 //! `--prompts` is what `sci-publish --prompts-out` wrote (one JSON line per
-//! prompt: {"prompt":p,"tokens":[...]}). With `--published` (the publisher's
-//! stdout summary), the demo waits until the index has applied the
-//! publisher's last sequence before querying; every wait is bounded.
+//! prompt: {"prompt":p,"tokens":[...]}). The demo waits until every
+//! published prompt hits (its master keeps running, as a real one does), or
+//! with `--published` (the summary a publisher that exits prints) until the
+//! index has applied its last sequence; every wait is bounded.
 //!
 //! The failover act follows the Mooncake HA leader named in etcd instead,
 //! resyncing from its snapshot, and plays a crash:
@@ -212,11 +213,14 @@ fn run(args: Args) -> Result<(), String> {
     })
     .ok_or_else(|| format!("no prompts in {} after {:?}", args.prompts, args.timeout))?;
     let mut scratch = PageScratch::with_capacity(prompts[0].len() / page as usize + 32);
-    if args.failover.is_some() {
-        // The leader keeps running: wait until the resync and the stream
-        // have brought every published prompt in.
+    if args.failover.is_some() || args.published.is_none() {
+        // The master keeps running (as a real one does: its exit would be a
+        // disconnect, which clears the index by default): wait until the
+        // stream (and, following a leader, its snapshot) has brought every
+        // published prompt in.
+        let failover = args.failover.is_some();
         wait_for(args.timeout, || {
-            let resynced = index.stats().ok().map_or(false, |s| s.resyncs > 0 && !s.resyncing);
+            let resynced = !failover || index.stats().ok().map_or(false, |s| s.resyncs > 0 && !s.resyncing);
             (resynced && all_hit(&index, &layout, &prompts, &mut scratch)).then_some(())
         })
         .ok_or_else(|| format!("the published prompts did not all hit within {:?}: {:?}", args.timeout, index.stats()))?;
@@ -465,8 +469,8 @@ fn print_vllm_table(
         RequestExtras::none().lora("sql-adapter"),
     ));
     queries.push(("an unrelated prompt".into(), (0..first.len() as u32).collect(), RequestExtras::none()));
-    println!("| request | tokens | blocks | Dynamo's answer | hit range | first query | warm query (median) |");
-    println!("|---|---:|---:|---:|---|---:|---:|");
+    println!("| request | tokens | blocks | Dynamo's answer | hit range | tokens loaded | first query | warm query (median) |");
+    println!("|---|---:|---:|---:|---|---:|---:|---:|");
     for (what, tokens, extras) in &queries {
         let ask = || cache.check_blocks_with_extras(tokens, block, extras, Some(namespace));
         let t0 = Instant::now();
@@ -487,12 +491,13 @@ fn print_vllm_table(
             .first()
             .map_or("-".to_string(), |r| format!("{}..{}", r.start, r.end));
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             what,
             tokens.len(),
             tokens.len() / block as usize,
             warm.total_hits,
             range,
+            warm.prefix_tokens,
             micros(cold_time),
             micros(times[times.len() / 2])
         );
