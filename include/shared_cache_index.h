@@ -287,7 +287,8 @@ typedef struct sci_page_result {
     size_t fast_path;   /* pages answered by an already-verified group */
     /* ---- 1.4 (written only when struct_size covers it) ---- */
     size_t prefix_tokens; /* the leading prompt tokens the engine will load from the pool:
-                             SGLang prefix_hits * page_size; vLLM the usable prefix at the
+                             SGLang prefix_hits * page_size (at most the whole pages before
+                             the prompt's last token); vLLM the usable prefix at the
                              layout's own granularity (see "Credit in tokens" below), so
                              >= prefix_hits * block_size */
 } sci_page_result;
@@ -490,7 +491,10 @@ sci_status sci_index_check_tiers(sci_index *index, const sci_layout *layout,
 
 /* Since 1.4, sci_page_result.prefix_tokens and sci_tier_result.prefix_tokens
  * say how many leading prompt tokens the engine will load from the pool:
- *   - SGLang: prefix_hits * page_size (whole pages load);
+ *   - SGLang: prefix_hits * page_size, whole pages, at most those before
+ *     the prompt's last token (SGLang computes it: a prompt of exactly k
+ *     pages loads at most k - 1); sci_index_check_page_hashes, not told the
+ *     prompt's length, counts as if it ended with its last page;
  *   - vLLM: with every KV-cache group full attention, the longest run of
  *     whole chunks of every group (a multiple of the lcm of their
  *     block_size) whose objects are all present, past the last whole router

@@ -480,9 +480,15 @@ TEST_F(CapiCheckPageHashes, AnswersLikeCheckPages) {
   Store({kHash0 + "_0_k", kHash0 + "_0_v"}, "sglang-hicache:" + kHash0);
   ASSERT_EQ(sci_index_check_page_hashes(index, layout, hashes, 2, hits, 2, &r), SCI_OK) << LastError();
   EXPECT_EQ(r.prefix_hits, 2u);
-  EXPECT_EQ(r.prefix_tokens, 8u) << "two pages of 4 tokens";
+  EXPECT_EQ(r.prefix_tokens, 4u) << "the request's length is not given: its last page may hold its last token";
+  r = Result();
+  ASSERT_EQ(Check(&r, hits, 2), SCI_OK);  // 10 tokens: two whole pages, then the last token
+  EXPECT_EQ(r.prefix_tokens, 8u);
+  ASSERT_EQ(sci_index_check_pages(index, layout, kTokens.data(), 8, 4, hits, 2, &r), SCI_OK);
+  EXPECT_EQ(r.prefix_hits, 2u);
+  EXPECT_EQ(r.prefix_tokens, 4u) << "8 tokens: SGLang computes the last, so the second page does not load";
   ASSERT_EQ(Check(&r, hits, 2), SCI_OK);
-  EXPECT_EQ(r.fast_path, 2u);  // verified by the hash query
+  EXPECT_EQ(r.fast_path, 2u);  // verified by the queries before
 }
 
 TEST_F(CapiCheckPageHashes, RejectsBadArgumentsAndChecksNothing) {

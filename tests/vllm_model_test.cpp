@@ -645,6 +645,16 @@ std::vector<Case> Cases() {
       // 12,288-token router block over 128-token chunks, scaled down): the
       // answer in tokens counts whole chunks past the last whole block.
       {"Router64Chunks16", "prod", "Qwen3-8B", 2, {{GroupKind::kFullAttention, 16}}, 64, 64},
+      // Shapes an outside review of 1.4 added: full-attention groups whose
+      // chunks do not divide the router block, or of two sizes under a
+      // router block of several; a window or Mamba hybrid under a wide block.
+      {"TwoFull16And48Router64", "prod", "M", 2, {{GroupKind::kFullAttention, 16}, {GroupKind::kFullAttention, 48}}, 64},
+      {"Full32Router16", "", "M", 1, {{GroupKind::kFullAttention, 32}}, 16},
+      {"Full48Router32", "", "M", 1, {{GroupKind::kFullAttention, 48}}, 32},
+      {"TwoFull32And48Lcm80", "", "M", 1, {{GroupKind::kFullAttention, 32}, {GroupKind::kFullAttention, 48}}, 16, 80},
+      {"TwoFull16And32Router128", "", "M", 2, {{GroupKind::kFullAttention, 16}, {GroupKind::kFullAttention, 32}}, 128},
+      {"WindowHybridRouter64", "", "M", 1, {{GroupKind::kFullAttention, 16}, {GroupKind::kSlidingWindow, 16, 20}}, 64},
+      {"MambaHybridRouter32", "", "M", 1, {{GroupKind::kFullAttention, 16}, {GroupKind::kMamba, 64}}, 32},
       {"TwoFullGroups", "prod", "M", 2, {{GroupKind::kFullAttention, 16}, {GroupKind::kFullAttention, 32}}},
       {"SlidingWindowOnly", "", "M", 2, {{GroupKind::kSlidingWindow, 16, 20}}},
       {"OneTokenWindowOnly", "", "M", 1, {{GroupKind::kSlidingWindow, 16, 1}, {GroupKind::kSlidingWindow, 32, 1}}},
@@ -678,8 +688,11 @@ TEST_P(VllmModel, QueriesEqualTheModelAfterEveryStep) {
     vouching = vouching || group.kind != GroupKind::kSlidingWindow || group.window > 1;
   }
   if (full) EXPECT_GT(driver.hits_seen(), 0u);
-  if (vouching) EXPECT_GT(driver.prefix_hits_seen(), 0u);
-  if (vouching) EXPECT_GT(driver.tier_prefixes_seen(), 0u) << "some prefixes should be all in memory";
+  // Prefixes are multiples of the alignment: the stream's requests (at most
+  // about 290 tokens) reach whole ones often only up to an alignment of 128.
+  const bool reachable = layout->alignment() <= 128;
+  if (vouching && reachable) EXPECT_GT(driver.prefix_hits_seen(), 0u);
+  if (vouching && reachable) EXPECT_GT(driver.tier_prefixes_seen(), 0u) << "some prefixes should be all in memory";
   // Where the engine loads finer than the router credits (full attention
   // alone, chunks finer than the alignment), the stream reaches answers
   // whose tokens pass the credited blocks.

@@ -74,7 +74,8 @@ pub struct PageSummary {
     /// Pages answered by an already-verified group (one lookup).
     pub fast_path: usize,
     /// The leading prompt tokens the engine will load from the pool (added
-    /// in 1.4): SGLang `prefix_hits` x page size; vLLM whole chunks, past
+    /// in 1.4): SGLang `prefix_hits` x page size, at most the whole pages
+    /// before the prompt's last token; vLLM whole chunks, past
     /// the last whole router block where the layout loads them, never the
     /// prompt's last token. At least `prefix_hits` x block size.
     pub prefix_tokens: usize,

@@ -25,7 +25,8 @@ pub struct SharedCacheHits {
     /// Blocks hit, the total length of `ranges`.
     pub total_hits: u32,
     /// The leading prompt tokens the engine will load from the pool (added
-    /// in 1.4): SGLang the leading run of hit blocks x block size; vLLM
+    /// in 1.4), never the prompt's last token: SGLang the leading run of hit
+    /// blocks x block size, at most the whole blocks before the last token; vLLM
     /// whole chunks, which can pass the last whole block of `0..L` (a
     /// router block of many chunks), never the prompt's last token.
     pub prefix_tokens: usize,

@@ -550,8 +550,15 @@ class Query {
   } page_keys_;
 };
 
-// A run of whole pages in tokens: SGLang loads pages whole.
-size_t TokensOf(const Layout& layout, size_t pages) { return pages * layout.page_size(); }
+// The tokens SGLang will load for a leading run of `pages` hit pages of a
+// request of `n_tokens`: whole pages, and never the request's last token
+// (its scheduler matches at most n - 1 tokens, schedule_batch.py's
+// max_prefix_len, then whole pages of them): a request of exactly k pages
+// loads at most k - 1 of them.
+size_t TokensOf(const Layout& layout, size_t pages, size_t n_tokens) {
+  const size_t loadable_pages = n_tokens == 0 ? 0 : (n_tokens - 1) / layout.page_size();
+  return std::min(pages, loadable_pages) * layout.page_size();
+}
 
 template <typename WriteHash, bool kTiers = false>
 PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
@@ -560,7 +567,6 @@ PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, 
   Query<WriteHash, kTiers> query(index, layout, n_pages, write_hash, hooks, tiers);
   PageQueryResult result = query.AllPages(hits);
   result.pages_examined = n_pages;
-  result.prefix_tokens = TokensOf(layout, result.prefix_hits);
   CountQuery(index, result, n_pages);
   return result;
 }
@@ -603,7 +609,9 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
                            uint32_t block_size, std::span<uint8_t> hits, const PageQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
   TokenHashes hashes(layout, tokens, /*look_ahead=*/true);
-  return RunAllPages(index, layout, hashes.pages(), std::ref(hashes), hits, hooks);
+  PageQueryResult result = RunAllPages(index, layout, hashes.pages(), std::ref(hashes), hits, hooks);
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits, tokens.size());
+  return result;
 }
 
 PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const uint32_t> tokens, uint32_t block_size,
@@ -618,11 +626,13 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, std::span<const u
   if (tiers.size() < n_pages) throw std::length_error("tier query: tiers buffer shorter than the page count");
   // A tier query writes each page's tier instead of its hit (the hits'
   // span only sizes the answer).
-  const PageQueryResult result =
+  PageQueryResult result =
       RunAllPages<decltype(std::ref(hashes)), /*kTiers=*/true>(index, layout, n_pages, std::ref(hashes), tiers, hooks, tiers);
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits, tokens.size());
   SummariseTiers(tiers.first(n_pages), MediumTiers::kAbsent, /*leading_run=*/true, answer);
   for (int t = 0; t < answer->n_tiers; ++t) {
-    answer->prefix_tokens[static_cast<size_t>(t)] = TokensOf(layout, answer->prefix_pages[static_cast<size_t>(t)]);
+    const size_t tier = static_cast<size_t>(t);
+    answer->prefix_tokens[tier] = TokensOf(layout, answer->prefix_pages[tier], tokens.size());
   }
   return result;
 }
@@ -634,7 +644,7 @@ PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const 
   auto write_hash = std::ref(hashes);
   Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, hooks);
   PageQueryResult result = query.Prefix();
-  result.prefix_tokens = TokensOf(layout, result.prefix_hits);
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits, tokens.size());
   CountQuery(index, result, result.pages_examined);
   return result;
 }
@@ -642,7 +652,7 @@ PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const 
 PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pages,
                                 absl::FunctionRef<std::string_view(size_t page)> page_hash,
                                 std::span<uint8_t> hits, const PageQueryHooks* hooks) {
-  return RunAllPages(
+  PageQueryResult result = RunAllPages(
       index, layout, n_pages,
       [page_hash](size_t page, char* out) {
         const std::string_view hash = page_hash(page);
@@ -650,6 +660,10 @@ PageQueryResult CheckPageHashes(Index& index, const Layout& layout, size_t n_pag
         std::memcpy(out, hash.data(), kPageHashHexLength);
       },
       hits, hooks);
+  // The request's length is not given: as if it ended with its last page
+  // (whose last token is then not loaded), never more.
+  result.prefix_tokens = TokensOf(layout, result.prefix_hits, n_pages * layout.page_size());
+  return result;
 }
 
 }  // namespace sci
