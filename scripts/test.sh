@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test.
 #
-# The quick run (the default: about 8 minutes on an idle 2-core machine):
+# The quick run (the default: about 9 minutes on an idle 2-core machine):
 #   1. scripts/install-deps.sh (cheap when every package is there),
 #   2. the RelWithDebInfo build into [build-dir] (default build/),
 #   3. the whole ctest suite of that build (the fuzz harnesses' corpora are
@@ -11,7 +11,7 @@
 #   5. the Python package (python/): its pytest suite against that build's
 #      library and sci-publish, an offline pip install into a venv included.
 # The full run also ends with the end-to-end demo (scripts/demo.sh).
-# The full run (--full, or SCI_FULL=1; what .ci/run runs: about 27 minutes)
+# The full run (--full, or SCI_FULL=1; what .ci/run runs: about 38 minutes)
 # adds, after the build:
 #   - the lock discipline: the library's objects compiled by clang with
 #     -Wthread-safety as errors (compile only, build-thread-safety/): the
