@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import time
 import weakref
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -75,6 +77,42 @@ def _free_layout(free: Any, handle: int) -> None:
     free(handle)
 
 
+# How long close() waits for the C calls already in flight on an Index or a
+# Layout before leaving the free to collection instead (see wait_idle).
+CLOSE_WAIT_SECONDS = 10.0
+
+
+def wait_idle(inflight: "deque[None]") -> bool:
+    """Waits until every call counted in `inflight` has returned; True then,
+    False after CLOSE_WAIT_SECONDS.
+
+    The protocol, for close() against calls on other threads: a call appends
+    to its object's `_inflight` deque BEFORE it reads `_handle` and pops in
+    ``finally``; close() sets `_handle` to None, swaps in a fresh deque, and
+    waits here on the old one before freeing. deque.append / pop and the
+    attribute reads are atomic under the GIL, so a call either appended
+    before close() cleared the handle (it may be in C with the GIL released:
+    waited for) or reads None and raises the closed error without calling
+    C. Calls starting after the swap count in the new deque, so a steady
+    stream of them cannot keep this one from draining.
+
+    The bound covers the only way a counted call can outlive the wait: a
+    close() from a signal handler (or a log callback) running on a thread
+    that is itself inside a call of the same object. The caller then skips
+    the free; collection frees the handle later, which is safe because a
+    running call holds a reference to its object."""
+    if not inflight:
+        return True
+    deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+    delay = 1e-5
+    while inflight:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(delay)  # the calls waited for are in C, the GIL released
+        delay = min(delay * 2, 1e-3)
+    return True
+
+
 class Layout:
     """An immutable layout (``sci_layout``), shareable by any number of
     threads and indexes.
@@ -93,13 +131,17 @@ class Layout:
 
     A layout is freed by ``close()``, by leaving a ``with`` block, or when it
     is garbage collected (at the latest at interpreter exit), exactly once.
-    It must not be closed while another thread queries with it.
+    ``close()`` may race with queries on other threads: it waits for the
+    queries already in C, later ones raise ``InvalidArgument``.
     """
 
-    __slots__ = ("_handle", "_block_size", "_family", "_finalizer", "_api", "__weakref__")
+    __slots__ = ("_handle", "_block_size", "_family", "_finalizer", "_api", "_inflight", "__weakref__")
 
     def __init__(self, page_size: int, tp_size: int = 1, **spec_fields: Any) -> None:
         self._handle: int | None = None
+        # Queries using this layout now (Index's queries count themselves
+        # here; see wait_idle).
+        self._inflight: deque[None] = deque()
         api = _library.api()
         spec = _capi.init(_capi.sci_layout_spec)
         spec.page_size = as_u32(page_size, "page_size")
@@ -157,6 +199,7 @@ class Layout:
         check_status(api, api.layout_new_json(_capi.to_str(raw), ctypes.byref(out)))
         layout = cls.__new__(cls)
         layout._handle = None
+        layout._inflight = deque()
         layout._adopt(api, out.value)
         return layout
 
@@ -197,10 +240,14 @@ class Layout:
         return handle
 
     def close(self) -> None:
-        """Frees the layout now (a second call does nothing). No query may
-        be using it on another thread."""
-        if self._handle is not None:
-            self._handle = None
+        """Frees the layout (a second call does nothing). Queries using it
+        on other threads may still run: the ones already in C are waited
+        for, later ones raise ``InvalidArgument``."""
+        if self._handle is None:
+            return
+        self._handle = None  # first: see wait_idle
+        inflight, self._inflight = self._inflight, deque()
+        if wait_idle(inflight):
             self._finalizer()
 
     def __enter__(self) -> "Layout":

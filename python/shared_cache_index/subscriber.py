@@ -26,8 +26,29 @@ _OPTION_FIELDS = {
 _POLICIES = {"resync": RECONNECT_RESYNC, "event-ids": RECONNECT_EVENT_IDS}
 
 
-def _stop_subscriber(stop: Any, handle: int) -> None:
-    stop(handle)
+class SubscriberStop:
+    """Stops one subscriber handle, exactly once, for whichever asks first:
+    ``Subscriber.stop()``, the subscriber's finalizer, or the finalizer of
+    its index. The index's must stop it before freeing the index (the C
+    contract of ``sci_index_free``), and when both objects are collected in
+    one reference cycle the gc runs their finalizers in no set order. Holds
+    neither object (a finalizer's arguments must not keep them alive).
+    """
+
+    __slots__ = ("_stop", "_handle", "_lock")
+
+    def __init__(self, stop: Any, handle: int) -> None:
+        self._stop = stop
+        self._handle: int | None = handle
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        # The lock makes a second caller wait until the first one's stop has
+        # returned: the index's finalizer frees only after that.
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                self._stop(handle)
 
 
 class Subscriber:
@@ -70,7 +91,7 @@ class Subscriber:
         self._handle: int | None = None
         if not isinstance(index, Index):
             raise TypeError(f"index: expected a shared_cache_index.Index, got {type(index).__name__}")
-        index_handle = index._require()
+        index._require()  # a closed index first, before any option error
         api = index._api
         raw = _capi.init(_capi.sci_subscriber_options)
         keep: list[bytes | None] = []
@@ -95,19 +116,31 @@ class Subscriber:
                 put_str(name, value)
             else:
                 setattr(raw, name, as_u32(value, name))
-        out = ctypes.c_void_p()
-        check_status(api, api.subscriber_start(index_handle, ctypes.byref(raw), ctypes.byref(out)))
-        handle = out.value
-        if not handle:  # pragma: no cover - SCI_OK always sets it
-            raise InternalError("sci_subscriber_start returned no subscriber")
-        self._api = api
-        self._index = index
-        self._handle = handle
-        self._lock = threading.Lock()
-        # Stops the thread exactly once: stop(), collection, or interpreter
-        # exit (finalizers run newest first there, so before the index's).
-        self._finalizer = weakref.finalize(self, _stop_subscriber, api.subscriber_stop, handle)
-        index._subscriber = weakref.ref(self)
+        # Counted as a call on the index (see layout.wait_idle) until the
+        # subscriber is registered with it: an Index.close() racing this
+        # start waits, then finds the subscriber to stop before the free.
+        inflight = index._inflight
+        inflight.append(None)
+        try:
+            index_handle = index._require()
+            out = ctypes.c_void_p()
+            check_status(api, api.subscriber_start(index_handle, ctypes.byref(raw), ctypes.byref(out)))
+            handle = out.value
+            if not handle:  # pragma: no cover - SCI_OK always sets it
+                raise InternalError("sci_subscriber_start returned no subscriber")
+            self._api = api
+            self._index = index
+            self._handle = handle
+            self._lock = threading.Lock()
+            stop = SubscriberStop(api.subscriber_stop, handle)
+            # Stops the thread exactly once: stop(), collection, interpreter
+            # exit (finalizers run newest first there, so before the
+            # index's), or the index's finalizer, whichever comes first.
+            self._finalizer = weakref.finalize(self, stop)
+            index._subscriber_stop[0] = stop
+            index._subscriber = weakref.ref(self)
+        finally:
+            inflight.pop()
 
     @property
     def index(self) -> Index:

@@ -3,7 +3,9 @@
 Three inputs, in order of cost:
 
 - ``array.array('I')`` (4-byte items, which is every Linux target): passed
-  without a copy; its address comes from ``buffer_info()``.
+  without a copy; its address comes from ``buffer_info()``, and a
+  ``memoryview`` of it is held until the C call returns (resizing it on
+  another thread meanwhile raises ``BufferError``).
 - a numpy array of dtype ``uint32`` (native byte order), one-dimensional and
   C-contiguous, writable or not: passed without a copy; its address is that
   of the buffer it lends to ctypes (a read-only one's, from numpy's ctypes
@@ -59,8 +61,12 @@ def _from_numpy(tokens: Any) -> tuple[int, int, Any]:
         if flags.writeable:
             # A writable array lends its buffer to ctypes (about 0.25 us;
             # numpy's own interfaces build a dict or an object per call).
-            return ctypes.addressof(ctypes.c_char.from_buffer(tokens)), count, tokens
-        return int(tokens.ctypes.data), count, tokens
+            # The ctypes object is the owner: it holds a buffer export until
+            # dropped, so the array cannot be resized under the C call.
+            lent = ctypes.c_char.from_buffer(tokens)
+            return ctypes.addressof(lent), count, lent
+        # The memoryview holds a buffer export the same way.
+        return int(tokens.ctypes.data), count, memoryview(tokens)
     if tokens.ndim != 1:
         raise InvalidArgument(f"tokens: a numpy array of {tokens.ndim} dimensions; give a 1-D array")
     if dtype.kind == "u" and dtype.itemsize == 4 and dtype.isnative:
@@ -76,7 +82,10 @@ def _from_numpy(tokens: Any) -> tuple[int, int, Any]:
 
 def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
     """(address or None, count, owner) for `tokens`; keep `owner` alive
-    until the C call returns (it is `tokens` itself when nothing was copied).
+    until the C call returns, and drop it right after. When nothing was
+    copied, `owner` holds a buffer export of `tokens` (the queries release
+    the GIL: another thread resizing the array meanwhile then raises
+    BufferError instead of freeing the memory C reads).
 
     Raises:
         InvalidArgument: a token that is not an integer in the u32 range, a
@@ -84,8 +93,9 @@ def as_u32(tokens: Tokens) -> tuple[int | None, int, Any]:
     """
     kind = type(tokens)
     if kind is array and tokens.typecode == "I":  # type: ignore[union-attr]
+        hold = memoryview(tokens)  # type: ignore[arg-type]
         address, count = tokens.buffer_info()  # type: ignore[union-attr]
-        return (address if count else None), count, tokens
+        return (address if count else None), count, hold
     # The type's attribute, not the instance's: the instance's builds a dict.
     if kind.__module__ == "numpy" and hasattr(kind, "__array_interface__"):
         address, count, owner = _from_numpy(tokens)
