@@ -220,3 +220,41 @@ print("exiting", flush=True)
     # Each once; the subscriber (newer) stopped before its index is freed.
     assert sorted(lines[1:]) == ["index_free", "layout_free", "subscriber_stop"]
     assert lines.index("subscriber_stop") < lines.index("index_free")
+
+
+def test_an_index_and_its_subscriber_collected_in_one_cycle_stop_before_free() -> None:
+    """An Index and its running Subscriber that become garbage together in a
+    reference cycle: the gc runs their finalizers in an order of its own,
+    yet the subscriber must be stopped before the index is freed (the C
+    contract of sci_index_free), each exactly once. The C calls are
+    recorded in order; several rounds, so either finalizer order occurs."""
+    api = _library.api()
+    real_free, real_stop = api.index_free, api.subscriber_stop
+    calls: list[tuple[str, int]] = []
+    api.index_free = lambda h: (calls.append(("index_free", h)), real_free(h))
+    api.subscriber_stop = lambda h: (calls.append(("subscriber_stop", h)), real_stop(h))
+
+    class Holder:  # any user object holding both, in a cycle
+        pass
+
+    try:  # the objects below capture the recording functions at creation
+        for _ in range(4):
+            calls.clear()
+            holder = Holder()
+            holder.index = sci.Index()  # type: ignore[attr-defined]
+            holder.sub = sci.Subscriber(holder.index, "tcp://127.0.0.1:9")  # type: ignore[attr-defined]
+            holder.me = holder  # type: ignore[attr-defined]
+            index_handle, sub_handle = holder.index._handle, holder.sub._handle  # type: ignore[attr-defined]
+            del holder
+            gc.collect()
+            assert calls == [("subscriber_stop", sub_handle), ("index_free", index_handle)]
+        # A stopped subscriber is not stopped again by the index's finalizer.
+        calls.clear()
+        ix = sci.Index()
+        sub = sci.Subscriber(ix, "tcp://127.0.0.1:9")
+        sub.stop()
+        sub.stop()
+        ix.close()
+        assert [name for name, _ in calls] == ["subscriber_stop", "index_free"]
+    finally:
+        api.index_free, api.subscriber_stop = real_free, real_stop

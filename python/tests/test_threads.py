@@ -134,3 +134,88 @@ def test_concurrent_queries_each_get_their_own_answer(sglang_world: Any) -> None
         t.join(120)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
+
+
+def test_a_zero_copy_array_cannot_be_resized_under_a_query() -> None:
+    """The no-copy paths hold a buffer export of the caller's array('I') for
+    the whole C call (the GIL released): another thread resizing it
+    meanwhile gets BufferError instead of freeing the memory the query
+    reads. The main thread resizes in a loop until the querying thread is
+    done (each query spends milliseconds in C); at least one resize must
+    have been refused, and nothing crashes. (Without the export the
+    resizes all succeed, and a query may read freed memory.)"""
+    ix, lay, _ = long_prompt()
+    big = 1 << 22
+    tokens = array("I", bytes(4 * big))
+    tail = tokens[:64]
+    done = threading.Event()
+    answers: list[bool] = []
+
+    def query() -> None:
+        try:
+            for name in ("check_pages", "check_prefix", "check_prefix_tokens", "check_tiers") * 3:
+                answers.append(getattr(ix, name)(lay, tokens) is not None)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=query)
+    thread.start()
+    refused = resized = 0
+    while not done.is_set():
+        try:
+            tokens.extend(tail)  # a realloc: may move the buffer and free the old one
+            del tokens[big:]
+            resized += 1
+        except BufferError:
+            refused += 1
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert answers == [True] * 12
+    assert refused >= 1, (refused, resized)
+    # Once the queries are done the export is gone: resizing works again.
+    tokens.extend(tail)
+    assert len(tokens) == big + 64
+
+
+def test_close_races_with_queries_on_other_threads() -> None:
+    """close() of an Index or a Layout while other threads query with it:
+    the queries in C are waited for, the later ones raise the closed error;
+    never a crash. Each querying thread signals once it has answered, so
+    the close comes while the threads are querying in a loop."""
+    from conftest import SGLANG_TP8_JSON
+
+    tokens = array("I", range(64 * 4000))
+    for what in ("index", "layout") * 10:
+        ix = sci.Index()
+        lay = sci.Layout.from_json(SGLANG_TP8_JSON)
+        answered = [threading.Event() for _ in range(3)]
+        outcomes: list[str] = []
+
+        def query(first: threading.Event) -> None:
+            try:
+                while True:
+                    ix.check_pages(lay, tokens)
+                    ix.check_prefix(lay, tokens)
+                    ix.stats()
+                    first.set()
+            except sci.InvalidArgument as e:
+                outcomes.append(str(e))
+            finally:
+                first.set()
+
+        threads = [threading.Thread(target=query, args=(event,)) for event in answered]
+        for thread in threads:
+            thread.start()
+        for event in answered:
+            assert event.wait(timeout=60)
+        (ix if what == "index" else lay).close()
+        for thread in threads:
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        assert len(outcomes) == 3
+        assert all("closed" in message for message in outcomes), outcomes
+        # Nothing left counted in flight, and the closed object was freed.
+        closed_one = ix if what == "index" else lay
+        assert not closed_one._finalizer.alive
+        ix.close()
+        lay.close()
