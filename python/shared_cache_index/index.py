@@ -448,9 +448,11 @@ class Index:
         ``check_pages``.
 
         Returns:
-            (prefix_pages, prefix_tokens): SGLang, prefix_tokens is
-            prefix_pages x page_size; vLLM, the tokens the engine will load,
-            at least prefix_pages x block_size.
+            (prefix_pages, prefix_tokens): the tokens the engine will load,
+            never the prompt's last one. SGLang: prefix_pages x page_size,
+            at most the whole pages before the last token; vLLM: at least
+            prefix_pages x block_size (whole chunks past the last whole
+            router block where the layout loads them).
         """
         inflight = self._inflight  # counted as in check_pages
         try:
