@@ -40,35 +40,34 @@ sci_status AnswerPrefix(const char* function, sci_index* index, const sci_layout
   return SCI_OK;
 }
 
+
+// sci_index_check_prefix and its _with_extras form: the answer in pages.
+sci_status PrefixPages(const char* function, sci_index* index, const sci_layout* layout, const uint32_t* tokens,
+                       size_t n_tokens, uint32_t block_size, const sci_request_extras* extras, size_t* prefix_pages) {
+  return Guard(function, [&] {
+    if (sci_status status = CheckIndexAndLayout(function, index, layout); status != SCI_OK) return status;
+    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", function);
+    sci::PageQueryResult answer;
+    const sci_status status = AnswerPrefix(function, index, layout, tokens, n_tokens, block_size, extras, &answer);
+    if (status == SCI_OK) *prefix_pages = answer.prefix_hits;
+    return status;
+  });
+}
+
 }  // namespace
 
 extern "C" {
 
 sci_status sci_index_check_prefix(sci_index* index, const sci_layout* layout, const uint32_t* tokens, size_t n_tokens,
                                   uint32_t block_size, size_t* prefix_pages) {
-  constexpr const char* kFunction = "sci_index_check_prefix";
-  return Guard(kFunction, [&] {
-    if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
-    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
-    sci::PageQueryResult answer;
-    const sci_status status = AnswerPrefix(kFunction, index, layout, tokens, n_tokens, block_size, nullptr, &answer);
-    if (status == SCI_OK) *prefix_pages = answer.prefix_hits;
-    return status;
-  });
+  return PrefixPages("sci_index_check_prefix", index, layout, tokens, n_tokens, block_size, nullptr, prefix_pages);
 }
 
 sci_status sci_index_check_prefix_with_extras(sci_index* index, const sci_layout* layout, const uint32_t* tokens,
                                               size_t n_tokens, uint32_t block_size,
                                               const sci_request_extras* extras, size_t* prefix_pages) {
-  constexpr const char* kFunction = "sci_index_check_prefix_with_extras";
-  return Guard(kFunction, [&] {
-    if (sci_status status = CheckIndexAndLayout(kFunction, index, layout); status != SCI_OK) return status;
-    if (prefix_pages == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: prefix_pages is NULL", kFunction);
-    sci::PageQueryResult answer;
-    const sci_status status = AnswerPrefix(kFunction, index, layout, tokens, n_tokens, block_size, extras, &answer);
-    if (status == SCI_OK) *prefix_pages = answer.prefix_hits;
-    return status;
-  });
+  return PrefixPages("sci_index_check_prefix_with_extras", index, layout, tokens, n_tokens, block_size, extras,
+                     prefix_pages);
 }
 
 sci_status sci_index_check_prefix_tokens(sci_index* index, const sci_layout* layout, const uint32_t* tokens,
