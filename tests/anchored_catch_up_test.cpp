@@ -182,7 +182,10 @@ TEST(AnchoredCatchUp, DeferredStoresApplyAfterFiveSecondsOfSilence) {
   const auto deferred_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitFor([&] { return index.Contains({}, "second"); }, 10s));
   EXPECT_GE(std::chrono::steady_clock::now() - deferred_at, 4s);
-  EXPECT_EQ(log.Count(LogLevel::kInfo, "the stream stayed silent for 5000 ms; the deferred stores applied"), 1u);
+  // Logged just after the stores apply, on the subscriber's thread: awaited.
+  EXPECT_TRUE(WaitFor(
+      [&] { return log.Count(LogLevel::kInfo, "the stream stayed silent for 5000 ms; the deferred stores applied") == 1; },
+      10s));
 }
 
 // A master that never goes quiet (live traffic, one event a batch): only a
