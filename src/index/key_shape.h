@@ -1,0 +1,51 @@
+// How the page store files an object key: as a page and a slot of it, or
+// whole.
+//
+// A key that carries a page's digest -- a run of 64 lowercase hex digits, a
+// SHA-256 -- decomposes into that digest (the page) and the bytes around it
+// (the slot): SGLang's "<hash>_<rank>_<k|v>" and its pool suffixes
+// ("<hash>__swa"), a `key_prefix` before the hash, vLLM's
+// "<prefix>@<digest>". Every key of one page shares the digest; every page
+// of one layout shares the layout's few slots. The digest is the first 64
+// digits of the key's first run of at least 64 hex digits (either case), the
+// rule the key fingerprints already split by (fingerprint.h); if those 64
+// digits are not all lowercase the key does not decompose (the digest would
+// not give the key's bytes back) and is stored whole.
+//
+// Exact: ShapeOf is a function of the key, and prefix + digits + suffix is
+// the key again, so two different keys never share (prefix, digest,
+// suffix). A layout asks for a page by the same rule: it must check once
+// that its own keys put the digest where this rule finds it (a prefix that
+// ends with a hex digit, or holds 64 of them, would not).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "index/fingerprint.h"
+
+namespace sci {
+
+using PageDigest = std::array<uint8_t, 32>;
+
+struct KeyShape {
+  bool decomposes = false;
+  std::string_view prefix;  // the key's bytes before the digest (a view of the key)
+  std::string_view suffix;  // ... and after it
+  PageDigest digest{};      // the 32 bytes the 64 digits spell
+};
+
+inline KeyShape ShapeOf(std::string_view key) {
+  KeyShape shape;
+  const size_t end = HexRunEnd(key);
+  if (end == kNoHexRun) return shape;
+  const size_t start = end - kFingerprintHexRun;
+  if (!LowercaseHexBytes(key.data() + start, shape.digest.data())) return shape;
+  shape.decomposes = true;
+  shape.prefix = key.substr(0, start);
+  shape.suffix = key.substr(end);
+  return shape;
+}
+
+}  // namespace sci

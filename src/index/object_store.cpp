@@ -1,0 +1,75 @@
+#include "index/object_store.h"
+
+namespace sci {
+
+ObjectStore::Place ObjectStore::Locate(uint64_t tenant_seed, std::string_view key, bool number) {
+  Place place;
+  const KeyShape shape = ShapeOf(key);
+  if (shape.decomposes) {
+    const Fingerprint id = SlotId(shape.prefix, shape.suffix);
+    const uint32_t slot = number ? slot_names_.Number(id, shape.prefix, shape.suffix) : slot_names_.Find(id);
+    if (slot != SlotNames::kNone) {
+      place.in_page = true;
+      place.slot = slot;
+      place.page = PageStore::PageKey(tenant_seed, shape.digest, SlotNames::BankOf(slot));
+      return place;
+    }
+  }
+  place.whole = FingerprintOf(tenant_seed, key);
+  return place;
+}
+
+bool ObjectStore::Store(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
+  const Place place = Locate(tenant_seed, key, /*number=*/true);
+  if (place.in_page) return pages_.Store(place.page, place.slot, medium);
+  const PackedFingerprint packed(place.whole);
+  WholeEntry* entry = whole_.find(packed);
+  if (entry == nullptr) {
+    whole_.insert_absent(packed, WholeEntry{medium});
+    return true;
+  }
+  // The media rule of PageStore::Store.
+  entry->media = medium != 0 && entry->media != 0 ? (entry->media | medium) : medium;
+  return false;
+}
+
+bool ObjectStore::Remove(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
+  const Place place = Locate(tenant_seed, key);
+  if (place.in_page) return pages_.Remove(place.page, place.slot, medium);
+  WholeEntry* entry = whole_.find(PackedFingerprint(place.whole));
+  if (entry == nullptr) return false;
+  const auto left = static_cast<MediaSet>(entry->media & ~medium);
+  if (medium != 0 && entry->media != 0 && left != 0) {
+    entry->media = left;
+    return false;
+  }
+  whole_.erase(entry);
+  return true;
+}
+
+void ObjectStore::ClearTenant(uint64_t tenant_seed) {
+  const uint32_t tag = TenantTag(tenant_seed);
+  pages_.ClearTenant(tag);
+  whole_.erase_if(0, whole_.bucket_count(),
+                  [&](const PackedFingerprint& key, const WholeEntry&) { return TenantTagOf(key.Unpack()) == tag; });
+}
+
+void ObjectStore::Clear() {
+  pages_.Clear();
+  whole_.clear();
+}
+
+bool ObjectStore::Contains(uint64_t tenant_seed, std::string_view key) const {
+  const Place place = Locate(tenant_seed, key);
+  if (place.in_page) return pages_.Has(place.page, place.slot);
+  return whole_.contains(PackedFingerprint(place.whole));
+}
+
+MediaSet ObjectStore::Media(uint64_t tenant_seed, std::string_view key) const {
+  const Place place = Locate(tenant_seed, key);
+  if (place.in_page) return pages_.Media(place.page, place.slot);
+  const WholeEntry* entry = whole_.find(PackedFingerprint(place.whole));
+  return entry == nullptr ? 0 : static_cast<MediaSet>(entry->media);
+}
+
+}  // namespace sci

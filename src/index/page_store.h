@@ -1,0 +1,242 @@
+// The page store: one entry per page, for every object key that decomposes
+// into a page digest and a slot (key_shape.h). The entry says which of the
+// page's slots are present and on which media; a page query reads one entry
+// and answers from it exactly: the page is present when every slot its
+// layout needs is.
+//
+// Why: stored one entry per object, a tp8 SGLang page is 16 entries of a
+// 16-byte fingerprint each (about 590 bytes a page with the groups that made
+// its lookup fast), and a query reads up to 16 scattered lines for it. Here
+// it is one 12-byte entry beside its fingerprint, half a cache line (2.5 to
+// 3 bytes an object for tp8 with the table's slack), read in one line.
+//
+// Keyed by the page's fingerprint (PageKey): its digest, its tenant's seed
+// (the tenant's tag in the fingerprint, as for keys: fingerprint.h) and the
+// bank of its slots (slot_names.h: slots are numbered in banks of 64; a page
+// whose slots span two banks has two entries).
+//
+// Media. Under the per-medium residency rule each present slot has a set of
+// media (key_entry.h's MediaSet; 0: unknown, which any removal drops). A
+// page's slots nearly always share theirs (a worker stores a page's objects
+// on one medium), so the entry holds one set for all of them; a page whose
+// slots come to differ moves its sets to a side table (mixed_) until the
+// page goes. Under the object rule every set is 0.
+//
+// Not thread-safe: the index guards it with its table lock, as its other
+// tables. Pointers into the table stay valid until the next insertion.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include <unordered_map>
+#include "index/fingerprint.h"
+#include "index/fingerprint_table.h"
+#include "index/key_entry.h"
+#include "index/key_shape.h"
+#include "index/slot_names.h"
+
+namespace sci {
+
+struct PageEntry {
+  // Bit n: slot (bank * 64 + n) is present. Two halves: 4-byte alignment
+  // packs two entries and their fingerprints into one cache line.
+  uint32_t slots_low = 0;
+  uint32_t slots_high = 0;
+  // Bits 0-7: the media every present slot is on (while not mixed);
+  // kMixed: the slots' media differ, each slot's in PageStore::mixed_.
+  uint32_t media = 0;
+
+  static constexpr uint32_t kMixed = 1u << 8;
+
+  uint64_t slots() const { return (uint64_t{slots_high} << 32) | slots_low; }
+  void set_slots(uint64_t slots) {
+    slots_low = static_cast<uint32_t>(slots);
+    slots_high = static_cast<uint32_t>(slots >> 32);
+  }
+  bool mixed() const { return (media & kMixed) != 0; }
+  MediaSet uniform_media() const { return static_cast<MediaSet>(media); }
+};
+static_assert(sizeof(PageEntry) == 12, "two entries and their fingerprints fill one cache line");
+
+class PageStore {
+ public:
+  using Table = FingerprintTable<PageEntry, 2>;
+
+  // The fingerprint of a page's entry for slot bank `bank`.
+  static Fingerprint PageKey(uint64_t tenant_seed, const PageDigest& digest, uint32_t bank) {
+    constexpr uint64_t kBankStride = 0x9E3779B97F4A7C15ull;
+    const XXH128_hash_t h = XXH3_128bits_withSeed(digest.data(), digest.size(), tenant_seed ^ (kBankStride * (bank + 1)));
+    return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
+  }
+
+  // ---- writer ----
+
+  // Slot `slot` of `page` is stored on `medium` (0: unknown). A known medium
+  // is added to a present slot's known media; an unknown one makes them
+  // unknown (as the index's keys: Index::StoreKey). Returns whether the
+  // slot is new. Throws bad_alloc, changing nothing, if it cannot allocate.
+  bool Store(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+    const PackedFingerprint key(page);
+    PageEntry* entry = table_.find(key);
+    const bool new_page = entry == nullptr;
+    if (new_page) entry = table_.insert_absent(key, PageEntry{});  // may throw: nothing changed
+    const uint64_t bit = SlotNames::BitOf(slot);
+    const bool present = (entry->slots() & bit) != 0;
+    MediaSet media = medium;
+    if (present && medium != 0) {
+      const MediaSet was = MediaOf(page, *entry, slot);
+      if (was != 0) media = was | medium;
+    }
+    try {
+      SetMedia(page, *entry, slot, media);
+    } catch (const std::bad_alloc&) {
+      if (new_page) table_.erase(entry);
+      throw;
+    }
+    entry->set_slots(entry->slots() | bit);
+    if (!present) ++slots_present_;
+    return !present;
+  }
+
+  // Slot `slot` of `page` is removed from `medium`. With `medium` 0, or
+  // media unknown, the slot goes whatever media held it; else it stays
+  // while another medium holds it. Returns whether the slot went (false
+  // also when it was absent). Never throws: a slot whose smaller media set
+  // cannot be recorded (no memory) goes (a miss, never a false hit).
+  bool Remove(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+    const PackedFingerprint key(page);
+    PageEntry* entry = table_.find(key);
+    const uint64_t bit = SlotNames::BitOf(slot);
+    if (entry == nullptr || (entry->slots() & bit) == 0) return false;
+    const MediaSet was = MediaOf(page, *entry, slot);
+    const MediaSet left = static_cast<MediaSet>(was & ~medium);
+    if (medium != 0 && was != 0 && left != 0) {
+      try {
+        SetMedia(page, *entry, slot, left);
+        return false;
+      } catch (const std::bad_alloc&) {
+        // Dropped below instead.
+      }
+    }
+    const uint64_t slots = entry->slots() & ~bit;
+    entry->set_slots(slots);
+    --slots_present_;
+    if (entry->mixed()) {
+      auto row = mixed_.find(page);
+      if (slots == 0) {
+        mixed_.erase(row);
+      } else {
+        row->second[slot % SlotNames::kBankSlots] = 0;
+      }
+    }
+    if (slots == 0) table_.erase(entry);
+    return true;
+  }
+
+  // Drops every page of the tenant whose tag is `tag` (fingerprint.h), and
+  // of any tenant sharing it (a miss, never a false hit).
+  void ClearTenant(uint32_t tag) {
+    table_.erase_if(0, table_.bucket_count(), [&](const PackedFingerprint& key, const PageEntry& entry) {
+      if (TenantTagOf(key.Unpack()) != tag) return false;
+      slots_present_ -= static_cast<uint64_t>(std::popcount(entry.slots()));
+      return true;
+    });
+    std::erase_if(mixed_, [&](const auto& row) { return TenantTagOf(row.first) == tag; });
+  }
+
+  void Clear() {
+    table_.clear();
+    mixed_.clear();
+    slots_present_ = 0;
+  }
+
+  // ---- readers ----
+
+  void Prefetch(const Fingerprint& page) const { table_.prefetch(PackedFingerprint(page)); }
+
+  // The page's slot word (0: no entry): which of its bank's slots are present.
+  uint64_t Slots(const Fingerprint& page) const {
+    const PageEntry* entry = table_.find(PackedFingerprint(page));
+    return entry == nullptr ? 0 : entry->slots();
+  }
+  bool Has(const Fingerprint& page, uint32_t slot) const { return (Slots(page) & SlotNames::BitOf(slot)) != 0; }
+
+  // Whether every slot of `required` (bits of one bank) is present, and if
+  // so the slowest of their tiers: tier_of(media) for each slot's media,
+  // the largest wins. `absent` when not every slot is present.
+  template <typename TierOf>
+  uint8_t SlowestTier(const Fingerprint& page, uint64_t required, TierOf&& tier_of, uint8_t absent) const {
+    const PageEntry* entry = table_.find(PackedFingerprint(page));
+    if (entry == nullptr || (entry->slots() & required) != required) return absent;
+    if (!entry->mixed()) return tier_of(entry->uniform_media());
+    const auto& row = mixed_.find(page)->second;
+    uint8_t slowest = 0;
+    for (uint64_t left = required; left != 0; left &= left - 1) {
+      const uint8_t tier = tier_of(row[std::countr_zero(left)]);
+      if (tier > slowest) slowest = tier;
+    }
+    return slowest;
+  }
+
+  // The media of present slot `slot` (0: unknown, or absent).
+  MediaSet Media(const Fingerprint& page, uint32_t slot) const {
+    const PageEntry* entry = table_.find(PackedFingerprint(page));
+    if (entry == nullptr || (entry->slots() & SlotNames::BitOf(slot)) == 0) return 0;
+    return MediaOf(page, *entry, slot);
+  }
+
+  // ---- sizes ----
+
+  size_t entries() const { return table_.size(); }
+  uint64_t slots_present() const { return slots_present_; }
+  size_t mixed_pages() const { return mixed_.size(); }
+  size_t allocated_bytes() const {
+    return table_.allocated_bytes() + mixed_.size() * (sizeof(MixedRow) + 2 * sizeof(void*)) + mixed_.bucket_count() * sizeof(void*);
+  }
+  const Table& table() const { return table_; }
+
+ private:
+  using MixedRow = std::pair<const Fingerprint, std::array<MediaSet, SlotNames::kBankSlots>>;
+  struct IdHash {
+    size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
+  };
+
+  MediaSet MediaOf(const Fingerprint& page, const PageEntry& entry, uint32_t slot) const {
+    if (!entry.mixed()) return entry.uniform_media();
+    return mixed_.find(page)->second[slot % SlotNames::kBankSlots];
+  }
+
+  // Records `media` as present slot `slot`'s (or the slot about to be).
+  // Throws bad_alloc, changing nothing, when a page's slots come to differ
+  // and their row cannot be made.
+  void SetMedia(const Fingerprint& page, PageEntry& entry, uint32_t slot, MediaSet media) {
+    const uint32_t n = slot % SlotNames::kBankSlots;
+    if (entry.mixed()) {
+      mixed_.find(page)->second[n] = media;
+      return;
+    }
+    const uint64_t others = entry.slots() & ~SlotNames::BitOf(slot);
+    if (others == 0) {
+      entry.media = media;  // the only slot: its media are the page's
+      return;
+    }
+    if (media == entry.uniform_media()) return;
+    std::array<MediaSet, SlotNames::kBankSlots> row{};
+    for (uint64_t left = others; left != 0; left &= left - 1) row[std::countr_zero(left)] = entry.uniform_media();
+    row[n] = media;
+    mixed_.emplace(page, row);  // may throw: the entry is as it was
+    entry.media = PageEntry::kMixed;
+  }
+
+  Table table_;
+  // Per-slot media of the pages whose slots' media differ. A standard map:
+  // a failed insertion changes nothing (see SlotNames).
+  std::unordered_map<Fingerprint, std::array<MediaSet, SlotNames::kBankSlots>, IdHash> mixed_;
+  uint64_t slots_present_ = 0;
+};
+
+}  // namespace sci

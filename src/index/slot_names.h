@@ -1,0 +1,93 @@
+// Numbers for the slots of pages (key_shape.h: a decomposing key's bytes
+// around its digest, e.g. ("", "_3_k") or ("model@tp_rank:1@", "")), so that a
+// page's present slots fit a word of bits (page_store.h).
+//
+// Slots are numbered in order of first sight, in banks of 64: slot n is bit
+// n % 64 of the page's entry for bank n / 64 (a page whose slots lie in two
+// banks has two entries; the slots of one layout, met together, nearly
+// always share one). Numbers are never taken back, not even by a clear: a
+// query that learned a slot's number may use it across several holds of the
+// table lock, so a number must never come to mean another slot. Past
+// kCapacity slots, new ones get none and their keys are stored whole (the
+// per-object table). A slot gets its number at its first store, before any
+// key with it is present, so "no number while numbers remain" proves that no
+// key with that slot was ever stored.
+//
+// A slot is named by its SlotId: XXH3-128 over the XXH3-128 parts of its
+// prefix and suffix (so ("ab", "c") and ("a", "bc") differ), without the
+// tenant: tenants and models share slots such as ("", "_0_k").
+//
+// Not thread-safe: the index guards it with its table lock (the writer
+// numbers a slot with the lock held exclusively, readers look slots up with
+// it held shared).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <unordered_map>
+#include "index/fingerprint.h"
+
+namespace sci {
+
+inline Fingerprint SlotId(std::string_view prefix, std::string_view suffix) {
+  constexpr uint64_t kPrefixDomain = 0xBB67AE8584CAA73Bull;  // not a tenant's seed: ids never meet key fingerprints
+  constexpr uint64_t kSuffixDomain = 0x3C6EF372FE94F82Bull;
+  constexpr uint64_t kSlotDomain = 0xA54FF53A5F1D36F1ull;
+  const XXH128_hash_t parts[2] = {XXH3_128bits_withSeed(prefix.data(), prefix.size(), kPrefixDomain),
+                                  XXH3_128bits_withSeed(suffix.data(), suffix.size(), kSuffixDomain)};
+  const XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof(parts), kSlotDomain);
+  return Fingerprint{h.low64, h.high64};
+}
+
+class SlotNames {
+ public:
+  static constexpr uint32_t kBankSlots = 64;  // bits of a page entry's slot word
+  static constexpr uint32_t kCapacity = 4096;
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  static uint32_t BankOf(uint32_t slot) { return slot / kBankSlots; }
+  static uint64_t BitOf(uint32_t slot) { return uint64_t{1} << (slot % kBankSlots); }
+
+  // The number of slot (prefix, suffix) whose id is `id`, handing out the
+  // next one on first sight; kNone when all are taken. May throw bad_alloc,
+  // and then no number was given.
+  uint32_t Number(const Fingerprint& id, std::string_view prefix, std::string_view suffix) {
+    if (const uint32_t known = Find(id); known != kNone || full()) return known;
+    // Everything that allocates first: if it throws, nothing was recorded.
+    std::pair<std::string, std::string> name(prefix, suffix);
+    names_.reserve(names_.size() + 1);
+    const auto number = static_cast<uint32_t>(names_.size());
+    numbers_.emplace(id, number);
+    names_.push_back(std::move(name));  // room reserved, a move: cannot throw
+    return number;
+  }
+
+  // The slot's number, or kNone if it has none.
+  uint32_t Find(const Fingerprint& id) const {
+    const auto it = numbers_.find(id);
+    return it == numbers_.end() ? kNone : it->second;
+  }
+
+  // Whether every number is taken (then an unnumbered slot proves nothing).
+  bool full() const { return names_.size() == kCapacity; }
+  uint32_t size() const { return static_cast<uint32_t>(names_.size()); }
+  // Slot `n`'s prefix and suffix (n < size()): for the consistency walk and
+  // for rebuilding a page's keys.
+  const std::pair<std::string, std::string>& Name(uint32_t n) const { return names_[n]; }
+
+ private:
+  // std::unordered_map, not absl's: its single insertion either completes
+  // or changes nothing when an allocation fails (absl's flat map may be
+  // left unreadable by a failed growth).
+  struct IdHash {
+    size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
+  };
+  std::unordered_map<Fingerprint, uint32_t, IdHash> numbers_;
+  std::vector<std::pair<std::string, std::string>> names_;
+};
+
+}  // namespace sci
