@@ -14,7 +14,7 @@
       of scripts/install-deps.sh, the packages that mode adds.
 
   scripts/docs.py lengths
-      Fails if README.md passes 300 lines, bench/README.md 560, or the
+      Fails if README.md passes 300 lines, bench/README.md 580, or the
       README's headline table 12 rows: the front page stays a front page.
 
   scripts/docs.py references
@@ -103,7 +103,7 @@ def packages():
     print("README.md lists the packages of every install mode")
 
 
-LIMITS = {"README.md": 300, "bench/README.md": 560}
+LIMITS = {"README.md": 300, "bench/README.md": 580}
 HEADLINE_ROWS = 12
 
 

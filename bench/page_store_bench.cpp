@@ -1,0 +1,202 @@
+// The page store (src/index/page_store.h; issue 43's first slice), measured
+// against what 1.3 keeps: one fingerprint per object.
+//
+//   page_store/memory/<tp>/objects:<n>   RSS delta per object of an
+//       ObjectStore holding n objects of SGLang pages (tp8: 16 objects a
+//       page; tp1: 2), and the peak during its growth (VmHWM), as
+//       memory_bench measures the index.
+//   page_store/memory/index/tp8/objects:<n>   the same objects applied to
+//       1.3's Index (keys, their groups, the page summary), same run.
+//   page_store/lookup/tp8/pages:1m/{page_entry,per_object}   whether each of
+//       a stream of random pages (not the last one's neighbours: a router's
+//       fresh prompts over a pool of 1M pages, 16M objects) is whole: one
+//       page entry against the page's 16 objects in a per-object table of
+//       the same keys. Fingerprints are made beforehand (the query's hashing
+//       is the same work either way: one per page against a page's head and
+//       16 combined parts); eight pages are prefetched, then read, as the
+//       page query does. The ratio is the target's.
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_support.h"
+#include "index/fingerprint_table.h"
+#include "index/key_entry.h"
+#include "index/object_store.h"
+#include "query_fixture.h"
+#include "sglang/layout.h"
+
+namespace sci::bench {
+namespace {
+
+std::string ObjectKey(const std::string& hash, uint64_t slot) {
+  return hash + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v");
+}
+
+void BM_ObjectStoreMemory(benchmark::State& state, uint64_t objects_per_page, uint64_t n) {
+  double bytes = 0, peak = 0, allocated = 0;
+  for (auto _ : state) {
+    malloc_trim(0);
+    const bool peak_reset = ResetPeakResident();
+    const uint64_t before = ResidentBytes();
+    auto store = std::make_unique<ObjectStore>();
+    const uint64_t seed = TenantSeed("");
+    for (uint64_t page = 0; page < n / objects_per_page; ++page) {
+      const std::string hash = ForeignPageHash(page, 7);
+      for (uint64_t slot = 0; slot < objects_per_page; ++slot) store->Store(seed, ObjectKey(hash, slot), 0);
+    }
+    const uint64_t after = ResidentBytes();
+    if (store->objects() != n / objects_per_page * objects_per_page) state.SkipWithError("objects missing");
+    bytes = static_cast<double>(after - before) / static_cast<double>(n);
+    peak = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
+    allocated = static_cast<double>(store->allocated_bytes()) / static_cast<double>(n);
+    state.PauseTiming();
+    store.reset();
+    state.ResumeTiming();
+  }
+  state.counters["bytes_per_object"] = bytes;
+  state.counters["peak_bytes_per_object"] = peak;
+  state.counters["table_bytes_per_object"] = allocated;
+  state.counters["objects"] = static_cast<double>(n);
+}
+
+void BM_IndexMemory(benchmark::State& state, uint64_t n) {
+  double bytes = 0, peak = 0;
+  for (auto _ : state) {
+    malloc_trim(0);
+    const bool peak_reset = ResetPeakResident();
+    const uint64_t before = ResidentBytes();
+    auto index = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1}));
+    uint64_t sequence = 1;
+    ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
+    const uint64_t after = ResidentBytes();
+    if (index->GetStats().keys != n) state.SkipWithError("the index does not hold every key");
+    bytes = static_cast<double>(after - before) / static_cast<double>(n);
+    peak = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
+    state.PauseTiming();
+    index.reset();
+    state.ResumeTiming();
+  }
+  state.counters["bytes_per_object"] = bytes;
+  state.counters["peak_bytes_per_object"] = peak;
+  state.counters["objects"] = static_cast<double>(n);
+}
+
+#define MEMORY(name, per_page, n)                                                   \
+  BENCHMARK_CAPTURE(BM_ObjectStoreMemory, name, per_page, n)                      \
+      ->Name("page_store/memory/" #name)->Iterations(1)->Unit(benchmark::kMillisecond)
+MEMORY(tp8/objects:10k, 16, 10'000);
+MEMORY(tp8/objects:10m, 16, 10'000'000);
+MEMORY(tp8/objects:30m, 16, 30'000'000);
+MEMORY(tp8/objects:100m, 16, 100'000'000);
+MEMORY(tp1/objects:10m, 2, 10'000'000);
+MEMORY(tp1/objects:30m, 2, 30'000'000);
+BENCHMARK_CAPTURE(BM_IndexMemory, tp8_10k, 10'000)
+    ->Name("page_store/memory/index/tp8/objects:10k")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_IndexMemory, tp8_10m, 10'000'000)
+    ->Name("page_store/memory/index/tp8/objects:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_IndexMemory, tp8_30m, 30'000'000)
+    ->Name("page_store/memory/index/tp8/objects:30m")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// ---- lookups: one page entry against 16 objects ----
+
+struct LookupFixture {
+  static constexpr uint64_t kObjectsPerPage = 16;
+  explicit LookupFixture(uint64_t pages) {
+    const uint64_t seed = TenantSeed("");
+    page_keys.resize(pages);
+    object_keys.resize(pages * kObjectsPerPage);
+    for (uint64_t page = 0; page < pages; ++page) {
+      const std::string hash = ForeignPageHash(page, 11);
+      for (uint64_t slot = 0; slot < kObjectsPerPage; ++slot) {
+        const std::string key = ObjectKey(hash, slot);
+        store.Store(seed, key, 0);
+        const Fingerprint whole = FingerprintOf(seed, key);
+        object_keys[page * kObjectsPerPage + slot] = whole;
+        per_object.insert_absent(PackedFingerprint(whole), KeyEntry{});
+      }
+      page_keys[page] = PageStore::PageKey(seed, ShapeOf(ObjectKey(hash, 0)).digest, 0);
+    }
+    for (uint64_t slot = 0; slot < kObjectsPerPage; ++slot) {
+      const std::string any = ObjectKey(ForeignPageHash(0, 11), slot);
+      const KeyShape shape = ShapeOf(any);
+      required |= SlotNames::BitOf(store.slot_names().Find(SlotId(shape.prefix, shape.suffix)));
+    }
+    order.resize(pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+  }
+  ObjectStore store;
+  FingerprintTable<KeyEntry, 3> per_object;
+  std::vector<Fingerprint> page_keys;
+  std::vector<Fingerprint> object_keys;
+  uint64_t required = 0;
+  std::vector<uint64_t> order;
+};
+
+LookupFixture& Lookups() {
+  static LookupFixture* fixture = new LookupFixture(1'000'000);
+  return *fixture;
+}
+
+constexpr size_t kAhead = 8;  // pages prefetched, then read
+
+void BM_PageEntry(benchmark::State& state) {
+  LookupFixture& f = Lookups();
+  size_t next = 0, whole = 0;
+  for (auto _ : state) {
+    const size_t start = next;
+    for (size_t i = 0; i < kAhead; ++i) f.store.pages().Prefetch(f.page_keys[f.order[(start + i) % f.order.size()]]);
+    for (size_t i = 0; i < kAhead; ++i) {
+      const uint64_t slots = f.store.pages().Slots(f.page_keys[f.order[(start + i) % f.order.size()]]);
+      whole += (slots & f.required) == f.required;
+    }
+    next = (start + kAhead) % f.order.size();
+  }
+  if (whole != state.iterations() * kAhead) state.SkipWithError("a stored page did not answer whole");
+  state.SetItemsProcessed(state.iterations() * kAhead);
+  state.counters["ns_per_page"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kAhead), benchmark::Counter::kIsRate |
+                                                                                benchmark::Counter::kInvert);
+}
+
+void BM_PerObject(benchmark::State& state) {
+  LookupFixture& f = Lookups();
+  size_t next = 0, whole = 0;
+  for (auto _ : state) {
+    const size_t start = next;
+    for (size_t i = 0; i < kAhead; ++i) {
+      const uint64_t page = f.order[(start + i) % f.order.size()];
+      for (uint64_t s = 0; s < LookupFixture::kObjectsPerPage; ++s) {
+        f.per_object.prefetch(PackedFingerprint(f.object_keys[page * LookupFixture::kObjectsPerPage + s]));
+      }
+    }
+    for (size_t i = 0; i < kAhead; ++i) {
+      const uint64_t page = f.order[(start + i) % f.order.size()];
+      bool all = true;
+      for (uint64_t s = 0; s < LookupFixture::kObjectsPerPage && all; ++s) {
+        all = f.per_object.contains(PackedFingerprint(f.object_keys[page * LookupFixture::kObjectsPerPage + s]));
+      }
+      whole += all;
+    }
+    next = (start + kAhead) % f.order.size();
+  }
+  if (whole != state.iterations() * kAhead) state.SkipWithError("a stored page did not answer whole");
+  state.SetItemsProcessed(state.iterations() * kAhead);
+  state.counters["ns_per_page"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kAhead), benchmark::Counter::kIsRate |
+                                                                                benchmark::Counter::kInvert);
+}
+
+BENCHMARK(BM_PageEntry)->Name("page_store/lookup/tp8/pages:1m/page_entry");
+BENCHMARK(BM_PerObject)->Name("page_store/lookup/tp8/pages:1m/per_object");
+
+}  // namespace
+}  // namespace sci::bench
