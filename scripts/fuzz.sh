@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 build=$root/build-fuzz
 harness=${1:?usage: scripts/fuzz.sh HARNESS|build|ci [SECONDS] [libFuzzer flags...]}
-harnesses=(apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer vllm_query_fuzzer)
+harnesses=(apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer vllm_query_fuzzer object_store_fuzzer)
 seconds=${2:-}
 [[ -n $seconds ]] || { [[ $harness == ci ]] && seconds=8 || seconds=600; }
 shift $(( $# >= 2 ? 2 : $# ))
@@ -51,6 +51,7 @@ options() {  # harness: sets max_len and dict
     check_pages_fuzzer) max_len=4096; dict=() ;;
     layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
     vllm_query_fuzzer) max_len=1024; dict=() ;;
+    object_store_fuzzer) max_len=2048; dict=() ;;
     *) echo "fuzz.sh: unknown harness '$1'" >&2; exit 2 ;;
   esac
 }
