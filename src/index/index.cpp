@@ -33,7 +33,7 @@ Index::Index(IndexOptions options)
 
 void Index::RequireEventContinuity() {
   WriterLock apply(apply_mu_);
-  continuity_required_ = true;
+  cursor_.RequireContinuity();
 }
 
 BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events, SequenceRules rules,
@@ -49,44 +49,42 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
     // What queries asked for since the last batch, in stream order: before
     // this batch, whatever it brings (a duplicate or a gap included).
     AdoptRequestedGroupsLocked();
-    if (has_sequence_ && sequence == last_sequence_) {
-      counters_.duplicate_batches.Add();
-      Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
-      outcome.sequence = BatchOutcome::Sequence::kDuplicate;
-      return outcome;
-    }
-    const bool gap = has_sequence_ && sequence != last_sequence_ + 1;
-    const bool restart = has_sequence_ && !gap && !events.empty() && !SamePublisher(ids);
-    if (has_sequence_ && !gap && !events.empty()) continuity_required_ = false;  // judged just now
-    if (!has_sequence_ || gap) continuity_required_ = false;  // judged by the cursor
-    outcome.sequence = !has_sequence_ ? BatchOutcome::Sequence::kFirst
-                       : gap          ? BatchOutcome::Sequence::kGap
-                       : restart      ? BatchOutcome::Sequence::kRestart
-                                      : BatchOutcome::Sequence::kContinued;
-    // Sequence 1 is a publisher's first batch: nothing can have been lost before it.
-    const bool withhold_stores =
-        rules == SequenceRules::kMooncakeProduction && (gap || restart || !has_sequence_) && sequence != 1;
-    if (gap) {
-      // Lost batches (or a restarted publisher): what we hold may be stale, and
-      // stale means false hits. Start over from this batch.
-      counters_.sequence_gaps.Add();
-      Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", last_sequence_ + 1, sequence);
-      ClearTables();
-      CountClear();
-    } else if (restart) {
-      if (ids.known && has_event_id_) {
-        Logf(LogLevel::kWarn,
-             "publisher restart: batch %d follows %d, but its first event id is %d, not %d; index cleared",
-             sequence, last_sequence_, ids.first, last_event_id_ + 1);
-      } else {
-        Logf(LogLevel::kWarn,
-             "publisher restart suspected: batch %d follows %d after a reconnect, and no event ids show it is the "
-             "same publisher; index cleared",
-             sequence, last_sequence_);
-      }
-      ClearTables();
-      CountClear();
-      counters_.restarts_suspected.Add();  // after the clear: whoever sees it sees the index cleared
+    // Judged before anything changes; logged from the position it was judged against.
+    const StreamPosition was = cursor_.position();
+    const StreamCursor::Verdict verdict = cursor_.Judge(sequence, !events.empty(), ids, rules);
+    outcome.sequence = verdict.sequence;
+    const bool withhold_stores = verdict.withhold_stores;
+    switch (verdict.sequence) {
+      case BatchOutcome::Sequence::kDuplicate:
+        counters_.duplicate_batches.Add();
+        Logf(LogLevel::kDebug, "duplicate batch %d ignored", sequence);
+        return outcome;
+      case BatchOutcome::Sequence::kGap:
+        // Lost batches (or a restarted publisher): what we hold may be stale,
+        // and stale means false hits. Start over from this batch.
+        counters_.sequence_gaps.Add();
+        Logf(LogLevel::kWarn, "sequence gap: expected %d, got %d; index cleared", was.last_sequence + 1, sequence);
+        ClearTables();
+        CountClear();
+        break;
+      case BatchOutcome::Sequence::kRestart:
+        if (ids.known && was.has_event_id) {
+          Logf(LogLevel::kWarn,
+               "publisher restart: batch %d follows %d, but its first event id is %d, not %d; index cleared",
+               sequence, was.last_sequence, ids.first, was.last_event_id + 1);
+        } else {
+          Logf(LogLevel::kWarn,
+               "publisher restart suspected: batch %d follows %d after a reconnect, and no event ids show it is the "
+               "same publisher; index cleared",
+               sequence, was.last_sequence);
+        }
+        ClearTables();
+        CountClear();
+        counters_.restarts_suspected.Add();  // after the clear: whoever sees it sees the index cleared
+        break;
+      case BatchOutcome::Sequence::kFirst:
+      case BatchOutcome::Sequence::kContinued:
+        break;
     }
     uint64_t withheld = 0;
     for (const Event& event : events) {
@@ -115,25 +113,10 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
     Logf(LogLevel::kError, "out of memory applying batch %d; index cleared", sequence);
     throw;
   }
-  has_sequence_ = true;
-  last_sequence_ = sequence;
-  last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
-  has_sequence_mirror_.store(true, std::memory_order_relaxed);
-  // An empty batch carries no id and breaks no chain.
-  if (!events.empty()) {
-    has_event_id_ = ids.known;
-    last_event_id_ = ids.last;
-  }
+  cursor_.Advance(sequence, !events.empty(), ids);
   counters_.batches_applied.Add();
   outcome.cleared = clear_epoch_.load(std::memory_order_relaxed) != epoch_before;
   return outcome;
-}
-
-bool Index::SamePublisher(const BatchEventIds& ids) const {
-  // Both sides numbered: one publisher's ids run on from batch to batch.
-  if (ids.known && has_event_id_) return ids.first == last_event_id_ + 1;
-  // After a lost connection nothing else can show it (RequireEventContinuity).
-  return !continuity_required_;
 }
 
 void Index::CountClear() {
@@ -162,19 +145,12 @@ void Index::Release() {
 
 void Index::ResumeAt(const Cursor& cursor) {
   WriterLock apply(apply_mu_);
-  const uint64_t sequence = cursor.last_sequence;
-  has_sequence_ = true;
-  // Unknown ids: a later reconnect cannot prove continuity (a resync then).
-  has_event_id_ = cursor.has_event_id;
-  last_event_id_ = cursor.last_event_id;
-  last_sequence_ = sequence;
-  last_sequence_mirror_.store(sequence, std::memory_order_relaxed);
-  has_sequence_mirror_.store(true, std::memory_order_relaxed);
+  cursor_.ResumeAt(cursor);
 }
 
 Index::Cursor Index::cursor() const {
   WriterLock apply(apply_mu_);
-  return Cursor{has_sequence_, last_sequence_, has_event_id_, last_event_id_};
+  return cursor_.position();
 }
 
 void Index::DeferStores() {
@@ -192,7 +168,7 @@ void Index::EndDeferral(bool apply) {
   BatchTally tally;
   try {
     // Each key's last store, in no order: no two are of one key.
-    for (const auto& [id, stored] : deferred_) ApplyEvent(last_sequence_, DeferredStores::AsEvent(stored), tally);
+    for (const auto& [id, stored] : deferred_) ApplyEvent(cursor_.position().last_sequence, DeferredStores::AsEvent(stored), tally);
     deferred_.Clear();
   } catch (const std::bad_alloc&) {
     // As for a batch half applied: only the empty state can be vouched for.
@@ -786,7 +762,7 @@ void Index::DropAllVerification() {
 
 void Index::ClearTables() {
   EmptyTables();
-  ResetCursor();
+  cursor_.Reset();  // the batch after a clear starts a new history: not a gap
   deferred_.Clear();  // what waited was of the stream just dropped
 }
 
@@ -878,14 +854,6 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     WriterLock lock(tables_lock_);
     more = event_digests_.HasTag(tag) && event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
   }
-}
-
-void Index::ResetCursor() {
-  // The batch after a clear starts a new history: it must not count as a gap.
-  has_sequence_ = false;
-  has_event_id_ = false;
-  continuity_required_ = false;
-  has_sequence_mirror_.store(false, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------- readers --
@@ -1024,8 +992,9 @@ Stats Index::GetStats() const {
   s.summarised_pages = summarised_count_.load(std::memory_order_relaxed);
   s.tail_numbers = tail_number_count_.load(std::memory_order_relaxed);
   s.stray_keys = StrayKeyCount();
-  s.has_sequence = has_sequence_mirror_.load(std::memory_order_relaxed);
-  s.last_sequence = s.has_sequence ? last_sequence_mirror_.load(std::memory_order_relaxed) : 0;
+  // The cursor's mirrors are atomics, made to be read without apply_mu_.
+  s.has_sequence = ABSL_TS_UNCHECKED_READ(cursor_).has_sequence_now();
+  s.last_sequence = s.has_sequence ? ABSL_TS_UNCHECKED_READ(cursor_).last_sequence_now() : 0;
   return s;
 }
 

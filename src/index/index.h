@@ -85,6 +85,7 @@
 #include "index/table_lock.h"
 #include "index/tier_counts.h"
 #include "index/stats.h"
+#include "index/stream_cursor.h"
 #include "index/stray_keys.h"
 #include "index/tail_interner.h"
 
@@ -92,22 +93,6 @@ namespace sci {
 
 // Identifies the layout (key derivation) that verified a group. 0 = none.
 using LayoutId = uint32_t;
-
-// Which sequence rules a batch is applied under (index-semantics.md,
-// "Applying one batch").
-enum class SequenceRules {
-  // The plain rules: batches fed by hand (sci_index_apply_events) and wire
-  // formats whose publishers number a batch when they send it.
-  kPlain,
-  // The Mooncake production format. Its publisher numbers a batch after
-  // encoding it, so a loss shows up one batch early: the gap is revealed
-  // before batch X while the lost events lie after X's. The batch that
-  // begins a run (reveals a gap or a restart, or is the first accepted after
-  // a clear), unless its sequence is 1, applies only its removals and
-  // all-cleared events; its stored events are withheld (stores_withheld),
-  // since a lost removal of one of them would leave a false hit.
-  kMooncakeProduction,
-};
 
 // When a key stops being present (index-semantics.md, "Residency").
 enum class Residency : uint32_t {
@@ -243,12 +228,7 @@ class Index {
   void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Where the stream stands: the last batch applied and the last event id
   // it carried (what the next batch must continue).
-  struct Cursor {
-    bool has_sequence = false;
-    uint64_t last_sequence = 0;
-    bool has_event_id = false;
-    uint64_t last_event_id = 0;
-  };
+  using Cursor = StreamPosition;
   Cursor cursor() const ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Sets the cursor as if its batch had just been applied; nothing else
   // changes, nothing is counted. For a resync with nothing buffered: the
@@ -654,10 +634,6 @@ class Index {
   // EmptyTables leaves it alone (a tenant's clear inside a batch).
   void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
   void EmptyTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
-  void ResetCursor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  // Whether a batch continuing the sequence with `ids` comes from the
-  // publisher of the last one (ApplyBatch).
-  bool SamePublisher(const BatchEventIds& ids) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Counts a clear the tables have just had (stats and clear_epoch()).
   void CountClear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   bool HasRoom() const;
@@ -758,13 +734,8 @@ class Index {
   // Serialises writers; guards the cursor and the generation counter.
   // Taken before tables_lock_, never after it.
   mutable AnnotatedMutex apply_mu_ ABSL_ACQUIRED_BEFORE(tables_lock_);
-  bool has_sequence_ ABSL_GUARDED_BY(apply_mu_) = false;
-  uint64_t last_sequence_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  // The last applied batch's last event id, if its events all had one
-  // since the cursor was set (RequireEventContinuity).
-  bool has_event_id_ ABSL_GUARDED_BY(apply_mu_) = false;
-  uint64_t last_event_id_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  bool continuity_required_ ABSL_GUARDED_BY(apply_mu_) = false;
+  // The sequence rules and where the stream stands (stream_cursor.h).
+  StreamCursor cursor_ ABSL_GUARDED_BY(apply_mu_);
   std::atomic<uint64_t> clear_epoch_{0};  // see clear_epoch()
   bool deferring_ ABSL_GUARDED_BY(apply_mu_) = false;  // DeferStores
   DeferredStores deferred_ ABSL_GUARDED_BY(apply_mu_);
@@ -772,9 +743,6 @@ class Index {
   // See Hold(). Written by the writer; readers test it with tables_lock_
   // held, so a reader that can see a snapshot key also sees the hold.
   std::atomic<bool> held_{false};
-  // Mirrors of the cursor for lock-free stats.
-  std::atomic<bool> has_sequence_mirror_{false};
-  std::atomic<uint64_t> last_sequence_mirror_{0};
 
   // Adoption requests from queries, and the writer's batch of them.
   AdoptionQueue adoption_queue_;
