@@ -29,10 +29,10 @@ check() {
 check "SGLang check_pages (RunAllPages, tokens)" 'RunAllPages.*TokenHashes'
 check "SGLang check_pages (RunAllPages, page hashes)" 'RunAllPages.*CheckPageHashes'
 check "SGLang check_prefix" '_ZN3sci11CheckPrefixERNS_5Index'
-# Query::Blocks is shared by check_pages and check_tiers, so GCC may keep it
+# ChunkQuery::Blocks is shared by check_pages and check_tiers, so GCC may keep it
 # out of line: count it too.
 check "vLLM check_pages (CheckBlocks or its block pass)" '_ZN3sci4vllm11CheckBlocks|vllm.*Query(ILb[01]EE)?6Blocks'
-# The vLLM prefix walk (Query::WalkRounds) is shared by check_prefix and by
+# The vLLM prefix walk (ChunkQuery::WalkRounds) is shared by check_prefix and by
 # check_pages' prefix_hits, so GCC may keep it out of line: count it too.
 check "vLLM check_prefix (CheckPrefix or its walk)" '_ZN3sci4vllm11CheckPrefix|vllm.*Query(ILb[01]EE)?10WalkRounds'
 exit $status

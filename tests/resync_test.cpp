@@ -53,10 +53,10 @@ std::unique_ptr<Subscriber> StartWithTheDownloadHeld(Master& master, Index& inde
   return subscriber;
 }
 
-TEST(IndexHold, AHeldIndexAnswersMissOnEveryReadPathUntilReleased) {
+TEST(IndexConcealed, AConcealedIndexAnswersMissOnEveryReadPathUntilRevealed) {
   Index index;
   const std::string_view keys[] = {"a", "b"};
-  index.Hold();
+  index.Conceal();
   index.LoadKeys(keys);
   const uint64_t seed = TenantSeed({});
   const Fingerprint both[] = {FingerprintOf(seed, "a"), FingerprintOf(seed, "b")};
@@ -69,7 +69,7 @@ TEST(IndexHold, AHeldIndexAnswersMissOnEveryReadPathUntilReleased) {
     EXPECT_FALSE(reader.ContainsAll(both));
   }
   EXPECT_FALSE(index.GetStats().has_sequence);  // the replay's first batch begins a run
-  index.Release();
+  index.Reveal();
   EXPECT_TRUE(index.Contains({}, "a"));
   EXPECT_TRUE(index.ContainsAll(both));
 }

@@ -71,7 +71,7 @@ void Resync::DropBuffer() { buffer_.Clear(); }
 void Resync::Begin(Clock::time_point /*now*/) {
   if (!enabled()) return;
   Reset();
-  index_.Hold();
+  index_.Conceal();
   index_.feed_counters().resyncing.Set(true);
   phase_ = Phase::kWaiting;
   // A new history (start-up, a new leader, a clear that reset the cursor):
@@ -107,7 +107,7 @@ void Resync::SetUrls(std::string url, std::string status_url) {
   Reset();
   // A download cut short may have left part of a snapshot in the index:
   // never release that.
-  if (was_active) index_.Hold();
+  if (was_active) index_.Conceal();
   // Moved: allocates nothing (a leader change relies on it).
   options_.snapshot_url = std::move(url);
   options_.status_url = std::move(status_url);
@@ -119,7 +119,7 @@ void Resync::SetUrls(std::string url, std::string status_url) {
   continuity_required_ = false;
   index_.feed_counters().resyncing.Set(false);
   // The caller decides what the index becomes; a hold must not outlive us.
-  index_.Release();
+  index_.Reveal();
 }
 
 Resync::Clock::duration Resync::Backoff() const {
@@ -338,7 +338,7 @@ bool Resync::Poll(Clock::time_point now) {
   DropBuffer();
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
-  index_.Release();
+  index_.Reveal();
   index_.feed_counters().snapshot_keys.Set(keys);
   Logf(LogLevel::kInfo,
        "resync: %d keys loaded from %s, %d buffered messages replayed (%d bytes from the file); catch-up %s; serving",
@@ -400,7 +400,7 @@ void Resync::OnLiveBatch(std::span<const zmq::message_t> frames, Clock::time_poi
 
 std::string Resync::Replay() {
   // The download has finished: this thread is the index's only writer again.
-  // Hold() left the cursor unset, so the first message begins a run.
+  // Conceal() left the cursor unset, so the first message begins a run.
   std::string why;
   const bool replayed = buffer_.ForEach(
       [&](std::span<const std::span<const uint8_t>> frames) {
@@ -446,7 +446,7 @@ void Resync::Fail(const std::string& why, Clock::time_point /*now*/, bool keep_b
   anchor_.Stop();
   EndWithholding(/*apply=*/false);
   if (!keep_buffer) DropBuffer();
-  index_.Hold();  // whatever was loaded goes: empty and answering miss
+  index_.Conceal();  // whatever was loaded goes: empty and answering miss
   ++consecutive_failures_;
   phase_ = Phase::kWaiting;
   index_.feed_counters().resync_failures.Add();

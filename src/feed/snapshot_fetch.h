@@ -1,4 +1,4 @@
-// Downloads a snapshot of the master's keys into a held index, on a thread
+// Downloads a snapshot of the master's keys into a concealed index, on a thread
 // of its own, so that the subscriber's thread keeps receiving (and
 // buffering) the live stream meanwhile. The body is streamed: HttpDownload
 // hands chunks to SnapshotParser, which hands batches of keys to
@@ -21,7 +21,7 @@ namespace sci {
 class SnapshotFetch {
  public:
   // Starts downloading `request` into `index` (which the caller has held:
-  // Index::Hold) and notifies `done` when finished, successfully or not.
+  // Index::Conceal) and notifies `done` when finished, successfully or not.
   SnapshotFetch(Index& index, HttpRequest request, WakeSignal& done);
   // Cancels and joins.
   ~SnapshotFetch();

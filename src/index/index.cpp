@@ -130,17 +130,17 @@ void Index::Clear() {
   CountClear();
 }
 
-void Index::Hold() {
+void Index::Conceal() {
   WriterLock apply(apply_mu_);
-  // Held before the tables are touched: a reader that takes the lock after
-  // any of the changes below sees the hold (the lock orders them).
-  held_.store(true, std::memory_order_relaxed);
+  // Concealed before the tables are touched: a reader that takes the lock
+  // after any of the changes below sees the concealment (the lock orders them).
+  concealed_.store(true, std::memory_order_relaxed);
   ClearTables();
 }
 
-void Index::Release() {
+void Index::Reveal() {
   WriterLock apply(apply_mu_);
-  held_.store(false, std::memory_order_relaxed);
+  concealed_.store(false, std::memory_order_relaxed);
 }
 
 void Index::ResumeAt(const Cursor& cursor) {
@@ -405,7 +405,7 @@ bool Index::ReadyToAdopt(const Fingerprint& group, std::span<const Fingerprint> 
   // unlocked here is reading what the locked update will see (as WarmUp).
   // An adoption saves lookups; it is never worth refusing a key for: at the
   // bound it is skipped, uncounted (capacity_refusals counts lost entries).
-  if (!HasRoom() || held_.load(std::memory_order_relaxed) || groups_.contains(PackedKey(group))) return false;
+  if (!HasRoom() || concealed_.load(std::memory_order_relaxed) || groups_.contains(PackedKey(group))) return false;
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
     const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
@@ -864,7 +864,7 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 
 bool Index::DigestOfEventHash(uint64_t tenant_seed, uint64_t event_hash, std::array<uint8_t, 32>* digest) const {
   ReaderLock lock(tables_lock_);
-  if (held_.load(std::memory_order_relaxed)) return false;
+  if (concealed_.load(std::memory_order_relaxed)) return false;
   return event_digests_.Find(event_hash, TenantTag(tenant_seed), digest);
 }
 
@@ -893,16 +893,16 @@ bool Index::MarkVerified(const Fingerprint& group, const GroupProbe& probe, Layo
   return MarkVerifiedLocked(group, probe, layout);
 }
 
-// Every read below tests the hold (see Hold()) with the table lock held.
+// Every read below tests the concealment (see Conceal()) with the table lock held.
 bool Index::ContainsKeyLocked(const Fingerprint& key) const {
-  if (held_.load(std::memory_order_relaxed)) return false;
+  if (concealed_.load(std::memory_order_relaxed)) return false;
   const PackedKey packed(key);
   return key_shards_[ShardOf(packed)].contains(packed);
 }
 
 template <bool kWithTier>
 KeyCheck Index::CheckKeysLocked(std::span<const Fingerprint> keys, GroupRef group) const {
-  if (held_.load(std::memory_order_relaxed)) return KeyCheck{};
+  if (concealed_.load(std::memory_order_relaxed)) return KeyCheck{};
   KeyCheck check{true, group != kNoGroup};
   for (const Fingerprint& key : keys) {
     const PackedKey packed(key);
@@ -934,7 +934,7 @@ RequiredTails Index::FindRequiredTailsLocked(std::span<const Fingerprint> tail_i
 }
 
 PageTailsCheck Index::CheckPageTailsLocked(const Fingerprint& head, uint64_t required, GroupRef group) const {
-  if (held_.load(std::memory_order_relaxed)) return PageTailsCheck{true, KeyCheck{}};
+  if (concealed_.load(std::memory_order_relaxed)) return PageTailsCheck{true, KeyCheck{}};
   const PageTails* tails = page_tails_.find(PackedKey(head));
   if (tails == nullptr) return PageTailsCheck{};
   if ((tails->tails() & required) != required) return PageTailsCheck{true, KeyCheck{}};
@@ -942,7 +942,7 @@ PageTailsCheck Index::CheckPageTailsLocked(const Fingerprint& head, uint64_t req
 }
 
 uint8_t Index::GroupTierLocked(const Fingerprint& group, GroupRef ref) const {
-  if (held_.load(std::memory_order_relaxed)) return MediumTiers::kAbsent;
+  if (concealed_.load(std::memory_order_relaxed)) return MediumTiers::kAbsent;
   const GroupState* state = groups_.find(PackedKey(group));
   if (state == nullptr || state->ref != ref) return MediumTiers::kAbsent;
   return TierCounts::SlowestTier(state->tier_counts());
@@ -950,7 +950,7 @@ uint8_t Index::GroupTierLocked(const Fingerprint& group, GroupRef ref) const {
 
 bool Index::MarkVerifiedLocked(const Fingerprint& group, const GroupProbe& probe, LayoutId layout) {
   if (!probe.exists || layout == 0) return false;
-  if (held_.load(std::memory_order_relaxed)) return false;
+  if (concealed_.load(std::memory_order_relaxed)) return false;
   GroupState* state = groups_.find(PackedKey(group));
   // A key stored under the group, or leaving it, since the probe: what the
   // caller checked may not be the group's current object set.

@@ -219,13 +219,13 @@ class Index {
   // ---- resync (feed/resync.h): load a snapshot that no query may see yet ----
 
   // Empties the index (keys, groups, cursor; not counted as a clear: the
-  // resync that asks for it is counted instead) and holds it back: until
-  // Release(), every lookup answers "absent" and no group is verified, so a
+  // resync that asks for it is counted instead) and conceals it: until
+  // Reveal(), every lookup answers "absent" and no group is verified, so a
   // half-loaded snapshot whose later removals still wait in a buffer is
-  // never seen. Idempotent.
-  void Hold() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
-  // Ends the hold: queries see the index again.
-  void Release() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // never seen. Idempotent. ("Conceal", not "hold": a hold is a lock's.)
+  void Conceal() ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Ends the concealment: queries see the index again.
+  void Reveal() ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Where the stream stands: the last batch applied and the last event id
   // it carried (what the next batch must continue).
   using Cursor = StreamPosition;
@@ -236,14 +236,14 @@ class Index {
   void ResumeAt(const Cursor& cursor) ABSL_LOCKS_EXCLUDED(apply_mu_);
   // From DeferStores() to EndDeferral(), stored events wait (each key's
   // last store, dropped by a later removal or clear: deferred_stores.h;
-  // counted in stores_withheld): a resync that released its hold before
+  // counted in stores_withheld): a resync that revealed the index before
   // its catch-up was anchored (feed/resync.h), so that a store older than
   // its snapshot cannot bring back a key the snapshot saw removed.
   // Removals and clears apply as they come: only hits wait, none is made.
   // EndDeferral(true) applies what waits (the anchor came), false drops it.
   void DeferStores() ABSL_LOCKS_EXCLUDED(apply_mu_);
   void EndDeferral(bool apply) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
-  bool held() const { return held_.load(std::memory_order_relaxed); }
+  bool concealed() const { return concealed_.load(std::memory_order_relaxed); }
 
   // Stores `keys` in the default tenant under no group, leaving the cursor
   // and the batch / event counters alone (snapshot keys are not events).
@@ -400,7 +400,7 @@ class Index {
       return index_.MarkVerifiedLocked(group, probe, layout);
     }
     // The slowest tier among the keys stored under `group`, if it is still
-    // the group `ref` stands for; MediumTiers::kAbsent if not (or held).
+    // the group `ref` stands for; MediumTiers::kAbsent if not (or concealed).
     uint8_t GroupTier(const Fingerprint& group, GroupRef ref) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return index_.GroupTierLocked(group, ref);
     }
@@ -742,7 +742,7 @@ class Index {
   uint64_t next_generation_ ABSL_GUARDED_BY(apply_mu_) = 1;
   // See Hold(). Written by the writer; readers test it with tables_lock_
   // held, so a reader that can see a snapshot key also sees the hold.
-  std::atomic<bool> held_{false};
+  std::atomic<bool> concealed_{false};
 
   // Adoption requests from queries, and the writer's batch of them.
   AdoptionQueue adoption_queue_;
@@ -755,7 +755,7 @@ class Index {
 // probe through memory, read back wider than it was written (a stalled
 // store forward: a sixth of a verified page's lookup).
 inline GroupProbe Index::ProbeGroupLocked(const Fingerprint& group, LayoutId layout) const {
-  if (held_.load(std::memory_order_relaxed)) return GroupProbe{};
+  if (concealed_.load(std::memory_order_relaxed)) return GroupProbe{};
   const GroupState* state = groups_.find(PackedKey(group));
   GroupProbe probe;
   if (state == nullptr) {

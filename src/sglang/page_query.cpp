@@ -87,10 +87,10 @@ struct PageRound {
 // page's tier; a plain query's instantiation has none of that code (it cost
 // the plain rows 3-4% when it only sat beside them, paired).
 template <typename WriteHash, bool kTiers = false>
-class Query {
+class PageQuery {
  public:
   // `tiers`: a tier query's, one byte a page.
-  Query(Index& index, const Layout& layout, size_t n_pages, WriteHash& write_hash, const PageQueryHooks* hooks,
+  PageQuery(Index& index, const Layout& layout, size_t n_pages, WriteHash& write_hash, const PageQueryHooks* hooks,
         std::span<uint8_t> tiers = {})
       : index_(index),
         tiers_(tiers),
@@ -449,7 +449,7 @@ class Query {
     static constexpr bool kProbes = true;
     using Round = PageRound;
 
-    PageRounds(Query& query, std::span<uint8_t> hits, PageQueryResult& result)
+    PageRounds(PageQuery& query, std::span<uint8_t> hits, PageQueryResult& result)
         : query_(query), hits_(hits), result_(result) {}
 
     void Init(Round&, size_t) {}
@@ -515,7 +515,7 @@ class Query {
     // Where Answer writes page i's tier: nowhere in a plain query.
     static uint8_t* TierOut(Round& round, size_t i) { return kTiers ? &round.tier[i] : nullptr; }
 
-    Query& query_;
+    PageQuery& query_;
     std::span<uint8_t> hits_;
     PageQueryResult& result_;
     HitTally tally_;
@@ -564,7 +564,7 @@ template <typename WriteHash, bool kTiers = false>
 PageQueryResult RunAllPages(Index& index, const Layout& layout, size_t n_pages, WriteHash write_hash,
                             std::span<uint8_t> hits, const PageQueryHooks* hooks, std::span<uint8_t> tiers = {}) {
   if (hits.size() < n_pages) throw std::length_error("page query: hits buffer shorter than the page count");
-  Query<WriteHash, kTiers> query(index, layout, n_pages, write_hash, hooks, tiers);
+  PageQuery<WriteHash, kTiers> query(index, layout, n_pages, write_hash, hooks, tiers);
   PageQueryResult result = query.AllPages(hits);
   result.pages_examined = n_pages;
   CountQuery(index, result, n_pages);
@@ -642,7 +642,7 @@ PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const 
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
   TokenHashes hashes(layout, tokens, /*look_ahead=*/false);
   auto write_hash = std::ref(hashes);
-  Query<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, hooks);
+  PageQuery<decltype(write_hash)> query(index, layout, hashes.pages(), write_hash, hooks);
   PageQueryResult result = query.Prefix();
   result.prefix_tokens = TokensOf(layout, result.prefix_hits, tokens.size());
   CountQuery(index, result, result.pages_examined);

@@ -198,9 +198,9 @@ class Chain {
 // whose chunks are looked up with their tier (a plain query's read as tier 0,
 // with none of that code in its instantiation).
 template <bool kTiers = false>
-class Query {
+class ChunkQuery {
  public:
-  Query(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks, bool prefix)
+  ChunkQuery(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks, bool prefix)
       : index_(index),
         layout_(layout),
         scratch_(Scratch::ForThisThread()),
@@ -367,7 +367,7 @@ class Query {
     static constexpr bool kProbes = false;
     using Round = ChunkRound;
 
-    ChunkRounds(Query& query, size_t g, size_t chunks)
+    ChunkRounds(ChunkQuery& query, size_t g, size_t chunks)
         : query_(query),
           g_(g),
           n_prefixes_(query.layout_.groups()[g].n_prefixes),
@@ -414,7 +414,7 @@ class Query {
     }
 
    private:
-    Query& query_;
+    ChunkQuery& query_;
     const size_t g_;
     const uint32_t n_prefixes_;
     const size_t chunks_;
@@ -543,7 +543,7 @@ class Query {
     static constexpr bool kProbes = false;
     using Round = WalkRound;
 
-    WalkRounds(Query& query, size_t credited)
+    WalkRounds(ChunkQuery& query, size_t credited)
         : query_(query),
           credited_(credited),
           round_(query.chain_.hashes_tokens() ? kTokenRound : kGivenRound),
@@ -614,7 +614,7 @@ class Query {
    private:
     uint32_t PrefixesOf(const WalkChunk& chunk) const { return query_.layout_.groups()[chunk.group].n_prefixes; }
 
-    Query& query_;
+    ChunkQuery& query_;
     const size_t credited_;
     const size_t round_;
     const size_t stride_;
@@ -670,7 +670,7 @@ PageQueryResult CheckBlocks(Index& index, const Layout& layout, const ChainSourc
   if (hits.size() < source.n_tokens / block_size) {
     throw std::length_error("vLLM block query: hits buffer shorter than the block count");
   }
-  Query<> query(index, layout, source, hooks, /*prefix=*/false);
+  ChunkQuery<> query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(hits);
   // prefix_hits is the usable prefix, Dynamo's answer (CheckPrefix's), not
   // the leading run of hits[]: on a hybrid layout a run of full-attention
@@ -694,7 +694,7 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
   }
   const size_t n_blocks = source.n_tokens / block_size;
   if (tiers.size() < n_blocks) throw std::length_error("vLLM tier query: tiers buffer shorter than the block count");
-  Query<true> query(index, layout, source, hooks, /*prefix=*/false);
+  ChunkQuery<true> query(index, layout, source, hooks, /*prefix=*/false);
   PageQueryResult result = query.Blocks(tiers);
   SummariseTiers(tiers.first(n_blocks), MediumTiers::kAbsent, /*leading_run=*/false, answer);
   // Dynamo's prefix at each tier, from the chunks Blocks looked up (and the
@@ -716,7 +716,7 @@ PageQueryResult CheckTiers(Index& index, const Layout& layout, const ChainSource
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, const ChainSource& source, uint32_t block_size,
                             const ChunkQueryHooks* hooks) {
   if (!BlockSizeMatches(index, layout, block_size)) return PageQueryResult{};
-  Query<> query(index, layout, source, hooks, /*prefix=*/true);
+  ChunkQuery<> query(index, layout, source, hooks, /*prefix=*/true);
   const PageQueryResult result = query.Prefix();
   CountQuery(index, result, result.pages_examined);
   return result;
