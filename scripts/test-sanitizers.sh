@@ -16,7 +16,7 @@ packaging='installed_library|rust_crate_builds_outside|abi_compatible|exports_on
 
 if [[ $which == all || $which == asan ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=address,undefined \
-        -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
+        -DSCI_DEBUG_CHECKS=ON -DSCI_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   # The randomized model test runs a tenth of its seeds: the rest is speed, not coverage.
   # (LSan: tests/lsan.supp, inherited by the tools the tests spawn.)
@@ -29,7 +29,7 @@ if [[ $which == all || $which == tsan ]]; then
   # The tools too: failover_test runs two sci-publish masters (built with
   # TSan as well, so a race in them fails the test).
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCI_SANITIZE=thread \
-        -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=ON >/dev/null
+        -DSCI_DEBUG_CHECKS=ON -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=ON >/dev/null
   # The suites where threads meet: readers against a writer, the subscriber
   # thread against queries, the model test's concurrent readers, and the
   # subscriber thread under injected faults, the table lock itself, the

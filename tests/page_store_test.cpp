@@ -202,8 +202,10 @@ TEST_P(PageStoreModel, AnswersAsPlainMapsOfObjectKeys) {
         model.keys.clear();
         what = "clear";
       }
-      ExpectSame(store, model, tenants, universe,
-                 "seed " + std::to_string(seed) + " step " + std::to_string(step) + " (" + what + " " + key + ")");
+      const std::string where =
+          "seed " + std::to_string(seed) + " step " + std::to_string(step) + " (" + what + " " + key + ")";
+      ASSERT_EQ(store.Inconsistency(), "") << where;
+      ExpectSame(store, model, tenants, universe, where);
     }
     EXPECT_GT(store.pages().entries() + store.whole_keys(), 0u);
   }

@@ -221,6 +221,15 @@ class FingerprintTable {
 
   // Calls f(key, value) for every entry.
   template <typename F>
+  void for_each(F&& f) const {
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      const Bucket& bucket = buckets_[b];
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (bucket.Occupied(i)) f(bucket.keys[i], bucket.values[i]);
+      }
+    }
+  }
+  template <typename F>
   void for_each(F&& f) {
     for (size_t b = 0; b < n_buckets_; ++b) {
       Bucket& bucket = buckets_[b];

@@ -54,6 +54,14 @@ void ObjectStore::ClearTenant(uint64_t tenant_seed) {
                   [&](const PackedFingerprint& key, const WholeEntry&) { return TenantTagOf(key.Unpack()) == tag; });
 }
 
+std::string ObjectStore::Inconsistency() const {
+  std::string what = pages_.Inconsistency();
+  whole_.for_each([&](const PackedFingerprint&, const WholeEntry& entry) {
+    if (what.empty() && entry.media > 0xFF) what = "a whole key's media beyond a byte";
+  });
+  return what;
+}
+
 void ObjectStore::Clear() {
   pages_.Clear();
   whole_.clear();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "index/fingerprint.h"
@@ -56,6 +57,10 @@ class ObjectStore {
   bool Contains(uint64_t tenant_seed, std::string_view key) const;
   // A present key's media (0: unknown, or absent).
   MediaSet Media(uint64_t tenant_seed, std::string_view key) const;
+
+  // What breaks the store's invariants, or "" (PageStore::Inconsistency,
+  // and a whole key's media fit their byte). For tests.
+  std::string Inconsistency() const;
 
   // ---- sizes ----
   uint64_t objects() const { return pages_.slots_present() + whole_.size(); }

@@ -31,6 +31,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
+
+#include "common/check.h"
+#include "common/format.h"
 
 #include <unordered_map>
 #include "index/fingerprint.h"
@@ -124,9 +128,11 @@ class PageStore {
     }
     const uint64_t slots = entry->slots() & ~bit;
     entry->set_slots(slots);
+    SCI_DCHECK(slots_present_ > 0, "a present slot is counted");
     --slots_present_;
     if (entry->mixed()) {
       auto row = mixed_.find(page);
+      SCI_DCHECK(row != mixed_.end(), "a mixed page has its row of media");
       if (slots == 0) {
         mixed_.erase(row);
       } else {
@@ -173,7 +179,9 @@ class PageStore {
     const PageEntry* entry = table_.find(PackedFingerprint(page));
     if (entry == nullptr || (entry->slots() & required) != required) return absent;
     if (!entry->mixed()) return tier_of(entry->uniform_media());
-    const auto& row = mixed_.find(page)->second;
+    const auto found = mixed_.find(page);
+    SCI_DCHECK(found != mixed_.end(), "a mixed page has its row of media");
+    const auto& row = found->second;
     uint8_t slowest = 0;
     for (uint64_t left = required; left != 0; left &= left - 1) {
       const uint8_t tier = tier_of(row[std::countr_zero(left)]);
@@ -187,6 +195,40 @@ class PageStore {
     const PageEntry* entry = table_.find(PackedFingerprint(page));
     if (entry == nullptr || (entry->slots() & SlotNames::BitOf(slot)) == 0) return 0;
     return MediaOf(page, *entry, slot);
+  }
+
+  // What breaks the store's invariants (docs/architecture.md, "The page
+  // store"), or "" when nothing does: every entry has a slot; the count of
+  // present slots is theirs; an entry is mixed exactly when it has a row,
+  // and a row gives no media to a slot that is absent. A walk of the whole
+  // store: for tests, after every step.
+  std::string Inconsistency() const {
+    std::string what;
+    uint64_t slots = 0;
+    size_t mixed = 0;
+    table_.for_each([&](const PackedFingerprint& key, const PageEntry& entry) {
+      if (!what.empty()) return;
+      const Fingerprint page = key.Unpack();
+      if (entry.slots() == 0) what = "an entry without a present slot";
+      slots += static_cast<uint64_t>(std::popcount(entry.slots()));
+      const auto row = mixed_.find(page);
+      if (entry.mixed() != (row != mixed_.end())) {
+        what = entry.mixed() ? "a mixed entry without its row" : "a row for an entry that is not mixed";
+        return;
+      }
+      if ((entry.media & ~(PageEntry::kMixed | 0xFFu)) != 0) what = "media bits beyond a byte and the flag";
+      if (!entry.mixed()) return;
+      ++mixed;
+      for (uint32_t n = 0; n < SlotNames::kBankSlots; ++n) {
+        if ((entry.slots() >> n & 1) == 0 && row->second[n] != 0) what = "media for an absent slot";
+      }
+    });
+    if (!what.empty()) return what;
+    if (slots != slots_present_) {
+      return sci::StrFormat("%d present slots counted, %d in the entries", slots_present_, slots);
+    }
+    if (mixed != mixed_.size()) return sci::StrFormat("%d rows of media for %d mixed entries", mixed_.size(), mixed);
+    return "";
   }
 
   // ---- sizes ----
@@ -207,7 +249,9 @@ class PageStore {
 
   MediaSet MediaOf(const Fingerprint& page, const PageEntry& entry, uint32_t slot) const {
     if (!entry.mixed()) return entry.uniform_media();
-    return mixed_.find(page)->second[slot % SlotNames::kBankSlots];
+    const auto row = mixed_.find(page);
+    SCI_DCHECK(row != mixed_.end(), "a mixed page has its row of media");
+    return row->second[slot % SlotNames::kBankSlots];
   }
 
   // Records `media` as present slot `slot`'s (or the slot about to be).
@@ -216,7 +260,9 @@ class PageStore {
   void SetMedia(const Fingerprint& page, PageEntry& entry, uint32_t slot, MediaSet media) {
     const uint32_t n = slot % SlotNames::kBankSlots;
     if (entry.mixed()) {
-      mixed_.find(page)->second[n] = media;
+      const auto row = mixed_.find(page);
+      SCI_DCHECK(row != mixed_.end(), "a mixed page has its row of media");
+      row->second[n] = media;
       return;
     }
     const uint64_t others = entry.slots() & ~SlotNames::BitOf(slot);

@@ -122,6 +122,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       }
     }
+    const std::string inconsistency = store.Inconsistency();
+    SCI_FUZZ_CHECK(inconsistency.empty(), "step %d: %s", step, inconsistency.c_str());
     SCI_FUZZ_CHECK(store.objects() == model.size(), "step %d: %zu objects, model %zu", step,
                    static_cast<size_t>(store.objects()), model.size());
   }
