@@ -37,7 +37,7 @@ done
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DSCI_SANITIZE=address,undefined,fuzzer-no-link -DSCI_BUILD_FUZZERS=ON \
+  -DSCI_SANITIZE=address,undefined,fuzzer-no-link -DSCI_BUILD_FUZZERS=ON -DSCI_DEBUG_CHECKS=ON \
   -DSCI_BUILD_BENCHMARKS=OFF -DSCI_BUILD_TOOLS=OFF >/dev/null
 cmake --build "$build" -j2 --target "${harnesses[@]}" fuzz_seed_corpus
 [[ $harness == build ]] && exit 0
