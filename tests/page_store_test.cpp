@@ -25,7 +25,8 @@ std::string Hex(uint64_t a, uint64_t b = 0x0123456789abcdefull) {
   static const char* digits = "0123456789abcdef";
   std::string out;
   for (int i = 0; i < 64; ++i) {
-    const uint64_t word = i < 16 ? a : i < 32 ? b : i < 48 ? ~a : ~b;
+    // The last 16 digits (bytes 24-31: the event hash) vary with `a` too.
+    const uint64_t word = i < 16 ? a : i < 32 ? b : i < 48 ? ~a : (a * 0x9E3779B97F4A7C15ull) ^ b;
     out.push_back(digits[(word >> (4 * (i % 16))) & 15]);
   }
   return out;
@@ -164,6 +165,22 @@ void ExpectSame(const ObjectStore& store, const Model& model, const std::vector<
     }
   }
   ASSERT_EQ(store.objects(), model.keys.size()) << where;
+  // Each page found by its event hash exactly while one of its keys in a
+  // page slot is present (the universe's digests have distinct low bits).
+  for (const std::string& tenant : tenants) {
+    for (uint64_t page = 0; page < 6; ++page) {
+      const std::string h = Hex(1000 + page);
+      bool any = false;
+      for (const auto& [entry, media] : model.keys) {
+        const KeyShape shape = ShapeOf(entry.second);
+        any |= entry.first == tenant && shape.decomposes && entry.second.find(h) != std::string::npos &&
+               entry.second.find("ab" + h) == std::string::npos;
+      }
+      Fingerprint found;
+      const bool resolved = store.pages().FindByEventHash(TenantSeed(tenant), PageStore::LowBits(ShapeOf(h).digest), 0, &found);
+      ASSERT_EQ(resolved, any) << where << ": page " << page << " of tenant '" << tenant << "'";
+    }
+  }
 }
 
 class PageStoreModel : public ::testing::TestWithParam<Rule> {};
@@ -290,6 +307,38 @@ TEST(PageStore, SlotsPastTheLastNumberAreStoredWhole) {
   store.Remove(seed, "beyond@" + h, 0);
   EXPECT_FALSE(store.Contains(seed, "beyond@" + h));
   EXPECT_EQ(store.objects(), SlotNames::kCapacity);
+}
+
+// A page is found by its digest's low 64 bits alone (an engine's event
+// hash), within its tenant; two digests sharing them are ambiguous (a miss)
+// until one goes.
+TEST(PageStore, APageIsFoundByItsEventHashUnlessTwoDigestsShareIt) {
+  ObjectStore store;
+  const uint64_t seed = TenantSeed("");
+  const std::string a = Hex(21);
+  std::string b = Hex(22);
+  b.replace(48, 16, a.substr(48, 16));  // the same bytes 24-31: the same event hash
+  const std::string c = Hex(23);
+  const KeyShape shape_a = ShapeOf(a), shape_b = ShapeOf(b);
+  ASSERT_EQ(PageStore::LowBits(shape_a.digest), PageStore::LowBits(shape_b.digest));
+  const uint64_t event_hash = PageStore::LowBits(shape_a.digest);
+  EXPECT_EQ(event_hash, std::stoull(a.substr(48, 16), nullptr, 16));  // bytes 24-31, big-endian
+
+  Fingerprint found;
+  EXPECT_FALSE(store.pages().FindByEventHash(seed, event_hash, 0, &found));
+  store.Store(seed, "m@tp_rank:0@" + a, 0);
+  ASSERT_TRUE(store.pages().FindByEventHash(seed, event_hash, 0, &found));
+  EXPECT_EQ(found, PageStore::PageKey(seed, shape_a.digest, 0));
+  EXPECT_FALSE(store.pages().FindByEventHash(TenantSeed("other"), event_hash, 0, &found));  // another tenant's
+  store.Store(seed, "m@tp_rank:0@" + b, 0);
+  EXPECT_FALSE(store.pages().FindByEventHash(seed, event_hash, 0, &found));  // ambiguous
+  store.Store(seed, "m@tp_rank:0@" + c, 0);
+  EXPECT_TRUE(store.pages().FindByEventHash(seed, PageStore::LowBits(ShapeOf(c).digest), 0, &found));
+  store.Remove(seed, "m@tp_rank:0@" + a, 0);
+  ASSERT_TRUE(store.pages().FindByEventHash(seed, event_hash, 0, &found));
+  EXPECT_EQ(found, PageStore::PageKey(seed, shape_b.digest, 0));
+  store.Remove(seed, "m@tp_rank:0@" + b, 0);
+  EXPECT_FALSE(store.pages().FindByEventHash(seed, event_hash, 0, &found));
 }
 
 // Two tenants sharing a tag: a clear of one takes the other's pages too (a

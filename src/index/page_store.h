@@ -70,11 +70,23 @@ class PageStore {
  public:
   using Table = FingerprintTable<PageEntry, 2>;
 
-  // The fingerprint of a page's entry for slot bank `bank`.
+  // The fingerprint of a page's entry for slot bank `bank`. Its low half
+  // is the digest's low 64 bits (bytes 24-31, big-endian: what an engine's
+  // event hash carries) under a bijection of the tenant and bank, so that a
+  // page is found by its event hash alone (FindByEventHash); its high half
+  // is a hash of the other 24 bytes, with the tenant's tag. Two digests
+  // share a fingerprint only if their low 64 bits are equal and 56 bits of
+  // hash of the rest collide.
   static Fingerprint PageKey(uint64_t tenant_seed, const PageDigest& digest, uint32_t bank) {
-    constexpr uint64_t kBankStride = 0x9E3779B97F4A7C15ull;
-    const XXH128_hash_t h = XXH3_128bits_withSeed(digest.data(), digest.size(), tenant_seed ^ (kBankStride * (bank + 1)));
-    return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
+    const XXH64_hash_t rest = XXH3_64bits_withSeed(digest.data(), 24, BankSeed(tenant_seed, bank));
+    return Fingerprint{EventHashLow(tenant_seed, LowBits(digest), bank), WithTenantTag(rest, tenant_seed)};
+  }
+
+  // The digest's low 64 bits, as an engine's event hash names it.
+  static uint64_t LowBits(const PageDigest& digest) {
+    uint64_t low = 0;
+    for (int i = 24; i < 32; ++i) low = (low << 8) | digest[i];
+    return low;
   }
 
   // ---- writer ----
@@ -164,6 +176,21 @@ class PageStore {
 
   void Prefetch(const Fingerprint& page) const { table_.prefetch(PackedFingerprint(page)); }
 
+  // The fingerprint of the one page of the tenant (of its tag) and bank
+  // whose digest has `event_hash` for its low 64 bits; false when there is
+  // none, or more than one (ambiguous: a miss, never a guess).
+  bool FindByEventHash(uint64_t tenant_seed, uint64_t event_hash, uint32_t bank, Fingerprint* page) const {
+    const uint32_t tag = TenantTag(tenant_seed);
+    int found = 0;
+    table_.for_each_with_low(EventHashLow(tenant_seed, event_hash, bank),
+                             [&](const PackedFingerprint& key, const PageEntry&) {
+                               const Fingerprint candidate = key.Unpack();
+                               if (TenantTagOf(candidate) != tag) return;
+                               if (++found == 1) *page = candidate;
+                             });
+    return found == 1;
+  }
+
   // The page's slot word (0: no entry): which of its bank's slots are present.
   uint64_t Slots(const Fingerprint& page) const {
     const PageEntry* entry = table_.find(PackedFingerprint(page));
@@ -246,6 +273,16 @@ class PageStore {
   struct IdHash {
     size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
   };
+
+  static uint64_t BankSeed(uint64_t tenant_seed, uint32_t bank) {
+    constexpr uint64_t kBankStride = 0x9E3779B97F4A7C15ull;
+    return tenant_seed ^ (kBankStride * (uint64_t{bank} + 1));
+  }
+  // A bijection of the event hash for each (tenant, bank): spread, so the
+  // table places pages evenly whatever the digests' low bits.
+  static uint64_t EventHashLow(uint64_t tenant_seed, uint64_t event_hash, uint32_t bank) {
+    return SpreadBits(event_hash ^ SpreadBits(BankSeed(tenant_seed, bank)));
+  }
 
   MediaSet MediaOf(const Fingerprint& page, const PageEntry& entry, uint32_t slot) const {
     if (!entry.mixed()) return entry.uniform_media();
