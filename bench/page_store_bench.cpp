@@ -15,10 +15,15 @@
 //       is the same work either way: one per page against a page's head and
 //       16 combined parts); eight pages are prefetched, then read, as the
 //       page query does. The ratio is the target's.
+//   page_store/store/tp8/objects:10m/{page_store,per_object}   objects
+//       stored a second, into the store and into a per-object table.
+//   page_store/contains/tp8/objects:{1m,100m}   ObjectStore::Contains of
+//       random present keys (a whole call: shape, slot, page key, lookup).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -197,6 +202,81 @@ void BM_PerObject(benchmark::State& state) {
 
 BENCHMARK(BM_PageEntry)->Name("page_store/lookup/tp8/pages:1m/page_entry");
 BENCHMARK(BM_PerObject)->Name("page_store/lookup/tp8/pages:1m/per_object");
+
+// ---- writes: objects stored a second ----
+
+void BM_StoreRate(benchmark::State& state, bool per_object, uint64_t n) {
+  double rate = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    // The keys first (not timed): the rate is the store's, not snprintf's.
+    std::vector<std::string> keys;
+    keys.reserve(n);
+    for (uint64_t page = 0; page < n / 16; ++page) {
+      const std::string hash = ForeignPageHash(page, 3);
+      for (uint64_t slot = 0; slot < 16; ++slot) keys.push_back(ObjectKey(hash, slot));
+    }
+    auto store = std::make_unique<ObjectStore>();
+    auto table = std::make_unique<FingerprintTable<KeyEntry, 3>>();
+    const uint64_t seed = TenantSeed("");
+    state.ResumeTiming();
+    const auto start = std::chrono::steady_clock::now();
+    if (per_object) {
+      for (const std::string& key : keys) table->insert_absent(PackedFingerprint(FingerprintOf(seed, key)), KeyEntry{});
+    } else {
+      for (const std::string& key : keys) store->Store(seed, key, 0);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rate = static_cast<double>(keys.size()) / seconds;
+    state.PauseTiming();
+    store.reset();
+    table.reset();
+    keys.clear();
+    state.ResumeTiming();
+  }
+  state.counters["objects_per_s"] = rate;
+}
+BENCHMARK_CAPTURE(BM_StoreRate, page_store, false, 10'000'000)
+    ->Name("page_store/store/tp8/objects:10m/page_store")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StoreRate, per_object, true, 10'000'000)
+    ->Name("page_store/store/tp8/objects:10m/per_object")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// ---- random Contains at 1M and 100M objects ----
+
+struct ContainsFixture {
+  explicit ContainsFixture(uint64_t n) {
+    const uint64_t seed = TenantSeed("");
+    for (uint64_t page = 0; page < n / 16; ++page) {
+      const std::string hash = ForeignPageHash(page, 9);
+      for (uint64_t slot = 0; slot < 16; ++slot) store.Store(seed, ObjectKey(hash, slot), 0);
+    }
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 1 << 20; ++i) {
+      sample.push_back(ObjectKey(ForeignPageHash(rng() % (n / 16), 9), rng() % 16));
+    }
+  }
+  ObjectStore store;
+  std::vector<std::string> sample;  // present keys, random pages
+};
+
+void BM_Contains(benchmark::State& state, uint64_t n) {
+  static std::unique_ptr<ContainsFixture> fixture;
+  static uint64_t fixture_n = 0;
+  if (fixture_n != n) {
+    fixture.reset();
+    fixture = std::make_unique<ContainsFixture>(n);
+    fixture_n = n;
+  }
+  const uint64_t seed = TenantSeed("");
+  size_t i = 0, hits = 0;
+  for (auto _ : state) {
+    hits += fixture->store.Contains(seed, fixture->sample[i]);
+    i = (i + 1) & ((1 << 20) - 1);
+  }
+  if (hits != static_cast<size_t>(state.iterations())) state.SkipWithError("a stored key missed");
+}
+BENCHMARK_CAPTURE(BM_Contains, m1, 1'000'000)->Name("page_store/contains/tp8/objects:1m");
+BENCHMARK_CAPTURE(BM_Contains, m100, 100'000'000)->Name("page_store/contains/tp8/objects:100m");
 
 }  // namespace
 }  // namespace sci::bench
