@@ -24,6 +24,7 @@
 //
 // Not thread-safe: the index guards it with its table lock, as its other
 // tables. Pointers into the table stay valid until the next insertion.
+// Its invariants: docs/architecture.md, I2 and I45.
 #pragma once
 
 #include <array>

@@ -11,7 +11,7 @@
 // kCapacity slots, new ones get none and their keys are stored whole (the
 // per-object table). A slot gets its number at its first store, before any
 // key with it is present, so "no number while numbers remain" proves that no
-// key with that slot was ever stored.
+// key with that slot was ever stored. (docs/architecture.md, I1.)
 //
 // A slot is named by its SlotId: XXH3-128 over the XXH3-128 parts of its
 // prefix and suffix (so ("ab", "c") and ("a", "bc") differ), without the
