@@ -121,25 +121,6 @@ class FingerprintTable {
   }
   bool contains(const PackedFingerprint& key) const { return find(key) != nullptr; }
 
-  // Calls f(key, value) for every entry whose fingerprint's low half is
-  // `low`: they share a home bucket, so the walk is find()'s.
-  template <typename F>
-  void for_each_with_low(uint64_t low, F&& f) const {
-    if (n_buckets_ == 0) return;
-    PackedFingerprint probe;
-    probe.words[0] = static_cast<uint32_t>(low);
-    probe.words[1] = static_cast<uint32_t>(low >> 32);
-    size_t b = Home(probe);
-    for (size_t probed = 0; probed < n_buckets_; ++probed) {
-      const Bucket& bucket = buckets_[b];
-      for (uint32_t i = 0; i < kEntries; ++i) {
-        if (bucket.Occupied(i) && bucket.keys[i].low() == low) f(bucket.keys[i], bucket.values[i]);
-      }
-      if (bucket.overflow == 0) return;
-      b = Next(b);
-    }
-  }
-
   // Whether inserting one more key would rebuild the table.
   bool full() const { return size_ + 1 > MaxSize(); }
 

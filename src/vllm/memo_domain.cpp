@@ -1,11 +1,9 @@
 #include "vllm/memo_domain.h"
 
-#include <sys/random.h>
+#include "common/process_secret.h"
 
 #include <array>
-#include <chrono>
 #include <cstring>
-#include <random>
 #include <string_view>
 
 // The low-level SHA256_* calls, as block_hash.cpp (deprecated by OpenSSL 3,
@@ -18,38 +16,9 @@ namespace {
 
 using Key = std::array<uint8_t, 32>;
 
-// The process's memo key: 32 bytes from the kernel's generator, made once.
-// Never written anywhere (not logged, not in stats): an adversary who cannot
-// see it cannot aim a request at another's domain.
-Key MakeProcessKey() {
-  Key key{};
-  size_t have = 0;
-  while (have < key.size()) {
-    const ssize_t n = getrandom(key.data() + have, key.size() - have, 0);
-    if (n <= 0) break;
-    have += static_cast<size_t>(n);
-  }
-  if (have == key.size()) return key;
-  // No getrandom (an old kernel, a seccomp filter): std::random_device, and
-  // the clock if even that fails. The domains stay exact for honest inputs
-  // (SHA-256 of distinct encodings); only their secrecy is weaker.
-  try {
-    std::random_device device;
-    for (size_t i = 0; i < key.size(); i += 4) {
-      const uint32_t word = device();
-      std::memcpy(key.data() + i, &word, 4);
-    }
-  } catch (...) {
-    const uint64_t now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::memcpy(key.data(), &now, sizeof now);
-  }
-  return key;
-}
-
-const Key& ProcessKey() {
-  static const Key key = MakeProcessKey();
-  return key;
-}
+// The process's memo key (common/process_secret.h): an adversary who
+// cannot see it cannot aim a request at another's domain.
+const Key& ProcessKey() { return ProcessSecret(); }
 
 // SHA-256 over the key and a domain-separation tag, then the caller's fields.
 class DomainHash {

@@ -6,7 +6,6 @@
 // not (uppercase digests, 63 digits, plain names, bytes from the input).
 // After every step every key of the universe must answer as the maps do,
 // presence and media, and the store's object count must match.
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -120,29 +119,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             SCI_FUZZ_CHECK(store.Media(s, key) == it->second, "step %d key '%s': media %d, model %d", step, key.c_str(),
                            store.Media(s, key), it->second);
           }
-        }
-      }
-    }
-    // A page is found by its event hash exactly while one digest of the
-    // tenant with those low 64 bits has a key present (every slot here is
-    // numbered, in bank 0); two such digests are ambiguous: not found.
-    for (int t = 0; t < 3; ++t) {
-      const uint64_t s = sci::TenantSeed(tenants[t]);
-      for (uint8_t d = 0; d < 6; ++d) {
-        const uint64_t event_hash = sci::PageStore::LowBits(sci::ShapeOf(Digest(d)).digest);
-        std::vector<sci::PageDigest> digests;
-        for (const auto& [entry, media] : model) {
-          const sci::KeyShape shape = sci::ShapeOf(entry.second);
-          if (entry.first != t || !shape.decomposes || sci::PageStore::LowBits(shape.digest) != event_hash) continue;
-          if (std::find(digests.begin(), digests.end(), shape.digest) == digests.end()) digests.push_back(shape.digest);
-        }
-        sci::Fingerprint found;
-        const bool resolved = store.pages().FindByEventHash(s, event_hash, 0, &found);
-        SCI_FUZZ_CHECK(resolved == (digests.size() == 1), "step %d tenant %d digest %d: resolved %d, %zu digests",
-                       step, t, d, resolved, digests.size());
-        if (resolved) {
-          SCI_FUZZ_CHECK(found == sci::PageStore::PageKey(s, digests[0], 0), "step %d: resolved to another page",
-                         step);
         }
       }
     }

@@ -1,0 +1,27 @@
+// The process's secret: 32 bytes from the kernel's generator, made once on
+// first use and never written anywhere (not logged, not in stats). Hashes
+// that inputs from outside could be aimed at key their domain with it: the
+// vLLM digest memo's domains (vllm/memo_domain.cpp) and the page store's
+// page fingerprints (index/page_store.h). An adversary who cannot see it
+// cannot choose inputs that collide.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+namespace sci {
+
+const std::array<uint8_t, 32>& ProcessSecret();
+
+// Its first 8 bytes, as a hash seed.
+inline uint64_t ProcessSeed() {
+  static const uint64_t seed = [] {
+    uint64_t s = 0;
+    std::memcpy(&s, ProcessSecret().data(), sizeof s);
+    return s;
+  }();
+  return seed;
+}
+
+}  // namespace sci
