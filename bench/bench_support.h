@@ -2,6 +2,8 @@
 // synthetic keys, and the process's resident memory.
 #pragma once
 
+#include <malloc.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +48,29 @@ inline bool ResetPeakResident() {
   if (f == nullptr) return false;
   const bool ok = std::fputs("5", f) >= 0;
   return std::fclose(f) == 0 && ok;
+}
+
+// What a structure built by `build` holds resident, per item of `n`: the
+// RSS it added (malloc_trim first, so memory an earlier run freed cannot
+// hide it) and the peak during its growth (VmHWM, reset first where the
+// kernel allows; 0 if not). `build` returns the structure, kept alive
+// until both are read; `check` may inspect it before it goes.
+struct Resident {
+  double bytes_per_item = 0;
+  double peak_bytes_per_item = 0;
+};
+template <typename Build, typename Check>
+Resident MeasureResident(uint64_t n, Build&& build, Check&& check) {
+  malloc_trim(0);
+  const bool peak_reset = ResetPeakResident();
+  const uint64_t before = ResidentBytes();
+  auto built = build();
+  const uint64_t after = ResidentBytes();
+  Resident r;
+  r.bytes_per_item = static_cast<double>(after - before) / static_cast<double>(n);
+  r.peak_bytes_per_item = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
+  check(*built);
+  return r;
 }
 
 // Fills `index` with `n` keys shaped like SGLang objects of other prompts

@@ -31,29 +31,29 @@ namespace {
 enum class Shape { kKeysOnly, kTp8Pages };
 
 void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency residency = Residency::kObject) {
-  double bytes_per_key = 0, peak_bytes_per_key = 0;
+  Resident r;
   uint64_t groups = 0;
   for (auto _ : state) {
-    malloc_trim(0);
-    const bool peak_reset = ResetPeakResident();
-    const uint64_t before = ResidentBytes();
-    auto index = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1, .residency = residency}));
-    uint64_t sequence = 1;
-    if (shape == Shape::kKeysOnly) {
-      FillWithForeignKeys(*index, n, &sequence);
-    } else {
-      ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
-    }
-    const uint64_t after = ResidentBytes();
-    const Stats stats = index->GetStats();
-    if (stats.keys != n) state.SkipWithError("the index does not hold every key");
-    groups = stats.groups;
-    bytes_per_key = static_cast<double>(after - before) / static_cast<double>(n);
-    peak_bytes_per_key = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
-    state.PauseTiming();
-    index.reset();
-    state.ResumeTiming();
+    r = MeasureResident(
+        n,
+        [&] {
+          auto index = std::make_unique<Index>(
+              SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1, .residency = residency}));
+          uint64_t sequence = 1;
+          if (shape == Shape::kKeysOnly) {
+            FillWithForeignKeys(*index, n, &sequence);
+          } else {
+            ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
+          }
+          return index;
+        },
+        [&](const Index& index) {
+          const Stats stats = index.GetStats();
+          if (stats.keys != n) state.SkipWithError("the index does not hold every key");
+          groups = stats.groups;
+        });
   }
+  const double bytes_per_key = r.bytes_per_item, peak_bytes_per_key = r.peak_bytes_per_item;
   state.counters["bytes_per_key"] = bytes_per_key;
   state.counters["peak_bytes_per_key"] = peak_bytes_per_key;
   state.counters["keys"] = static_cast<double>(n);

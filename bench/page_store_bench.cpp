@@ -46,51 +46,48 @@ std::string ObjectKey(const std::string& hash, uint64_t slot) {
 }
 
 void BM_ObjectStoreMemory(benchmark::State& state, uint64_t objects_per_page, uint64_t n) {
-  double bytes = 0, peak = 0, allocated = 0;
+  Resident r;
+  double allocated = 0;
   for (auto _ : state) {
-    malloc_trim(0);
-    const bool peak_reset = ResetPeakResident();
-    const uint64_t before = ResidentBytes();
-    auto store = std::make_unique<ObjectStore>();
-    const uint64_t seed = TenantSeed("");
-    for (uint64_t page = 0; page < n / objects_per_page; ++page) {
-      const std::string hash = ForeignPageHash(page, 7);
-      for (uint64_t slot = 0; slot < objects_per_page; ++slot) store->Store(seed, ObjectKey(hash, slot), 0);
-    }
-    const uint64_t after = ResidentBytes();
-    if (store->objects() != n / objects_per_page * objects_per_page) state.SkipWithError("objects missing");
-    bytes = static_cast<double>(after - before) / static_cast<double>(n);
-    peak = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
-    allocated = static_cast<double>(store->allocated_bytes()) / static_cast<double>(n);
-    state.PauseTiming();
-    store.reset();
-    state.ResumeTiming();
+    r = MeasureResident(
+        n,
+        [&] {
+          auto store = std::make_unique<ObjectStore>();
+          const uint64_t seed = TenantSeed("");
+          for (uint64_t page = 0; page < n / objects_per_page; ++page) {
+            const std::string hash = ForeignPageHash(page, 7);
+            for (uint64_t slot = 0; slot < objects_per_page; ++slot) store->Store(seed, ObjectKey(hash, slot), 0);
+          }
+          return store;
+        },
+        [&](const ObjectStore& store) {
+          if (store.objects() != n / objects_per_page * objects_per_page) state.SkipWithError("objects missing");
+          allocated = static_cast<double>(store.allocated_bytes()) / static_cast<double>(n);
+        });
   }
-  state.counters["bytes_per_object"] = bytes;
-  state.counters["peak_bytes_per_object"] = peak;
+  state.counters["bytes_per_object"] = r.bytes_per_item;
+  state.counters["peak_bytes_per_object"] = r.peak_bytes_per_item;
   state.counters["table_bytes_per_object"] = allocated;
   state.counters["objects"] = static_cast<double>(n);
 }
 
 void BM_IndexMemory(benchmark::State& state, uint64_t n) {
-  double bytes = 0, peak = 0;
+  Resident r;
   for (auto _ : state) {
-    malloc_trim(0);
-    const bool peak_reset = ResetPeakResident();
-    const uint64_t before = ResidentBytes();
-    auto index = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1}));
-    uint64_t sequence = 1;
-    ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
-    const uint64_t after = ResidentBytes();
-    if (index->GetStats().keys != n) state.SkipWithError("the index does not hold every key");
-    bytes = static_cast<double>(after - before) / static_cast<double>(n);
-    peak = peak_reset ? static_cast<double>(PeakResidentBytes() - before) / static_cast<double>(n) : 0;
-    state.PauseTiming();
-    index.reset();
-    state.ResumeTiming();
+    r = MeasureResident(
+        n,
+        [&] {
+          auto index = std::make_unique<Index>(SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1}));
+          uint64_t sequence = 1;
+          ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
+          return index;
+        },
+        [&](const Index& index) {
+          if (index.GetStats().keys != n) state.SkipWithError("the index does not hold every key");
+        });
   }
-  state.counters["bytes_per_object"] = bytes;
-  state.counters["peak_bytes_per_object"] = peak;
+  state.counters["bytes_per_object"] = r.bytes_per_item;
+  state.counters["peak_bytes_per_object"] = r.peak_bytes_per_item;
   state.counters["objects"] = static_cast<double>(n);
 }
 

@@ -33,6 +33,16 @@ std::string Hex(uint64_t a, uint64_t b = 0x0123456789abcdefull) {
   return out;
 }
 
+// The slots of a page of 8 ranks' K and V: "_0_k" ... "_7_v".
+std::vector<std::string> Tp8Suffixes() {
+  std::vector<std::string> suffixes;
+  for (int rank = 0; rank < 8; ++rank) {
+    suffixes.push_back("_" + std::to_string(rank) + "_k");
+    suffixes.push_back("_" + std::to_string(rank) + "_v");
+  }
+  return suffixes;
+}
+
 TEST(KeyShape, SglangAndVllmKeysDecomposeIntoDigestAndSlot) {
   // (A shape views its key: each key outlives its shape.)
   const std::string hash = Hex(42);
@@ -221,11 +231,7 @@ INSTANTIATE_TEST_SUITE_P(Rules, PageStoreModel, ::testing::Values(Rule::kObject,
 TEST(PageStore, ATp8PageIsOneEntryAndOneLookup) {
   ObjectStore store;
   const uint64_t seed = TenantSeed("");
-  std::vector<std::string> suffixes;
-  for (int rank = 0; rank < 8; ++rank) {
-    suffixes.push_back("_" + std::to_string(rank) + "_k");
-    suffixes.push_back("_" + std::to_string(rank) + "_v");
-  }
+  const std::vector<std::string> suffixes = Tp8Suffixes();
   for (uint64_t page = 0; page < 100; ++page) {
     for (const std::string& suffix : suffixes) store.Store(seed, Hex(page) + suffix, 0);
   }
@@ -330,11 +336,7 @@ TEST(PageStore, DigestsSharingMostBytesShareNoFingerprintHalf) {
 TEST(PageStore, MixedPagesGoBackToOneMediaSetOnceTheirSlotsAgree) {
   ObjectStore store;
   const uint64_t seed = TenantSeed("");
-  std::vector<std::string> suffixes;
-  for (int rank = 0; rank < 8; ++rank) {
-    suffixes.push_back("_" + std::to_string(rank) + "_k");
-    suffixes.push_back("_" + std::to_string(rank) + "_v");
-  }
+  const std::vector<std::string> suffixes = Tp8Suffixes();
   constexpr MediaSet kGpu = 1, kHost = 2;
   constexpr int kPages = 2000;
   for (int page = 0; page < kPages; ++page) {

@@ -3,9 +3,10 @@
 //
 // A key that carries a page's digest -- a run of 64 lowercase hex digits, a
 // SHA-256 -- decomposes into that digest (the page) and the bytes around it
-// (the slot): SGLang's "<hash>_<rank>_<k|v>" and its pool suffixes
-// ("<hash>__swa"), a `key_prefix` before the hash, vLLM's
-// "<prefix>@<digest>". Every key of one page shares the digest; every page
+// (the slot), whatever the family that named it: "<hash>_<rank>_<k|v>",
+// "<hash>__swa", "<prefix><hash>", "<prefix>@<digest>" all do. The index
+// knows no family; a layout brings its own key names and finds their slots
+// by the same rule. Every key of one page shares the digest; every page
 // of one layout shares the layout's few slots. The digest is the first 64
 // digits of the key's first run of at least 64 hex digits (either case), the
 // rule the key fingerprints already split by (fingerprint.h); if those 64

@@ -4,9 +4,10 @@
 // and answers from it exactly: the page is present when every slot its
 // layout needs is.
 //
-// Why: stored one entry per object, a tp8 SGLang page is 16 entries of a
-// 16-byte fingerprint each (about 590 bytes a page with the groups that made
-// its lookup fast), and a query reads up to 16 scattered lines for it. Here
+// Why: stored one entry per object, a page of 16 objects (8 ranks' K and
+// V) is 16 entries of a 16-byte fingerprint each (about 590 bytes a page
+// with the groups that made its lookup fast), and a query reads up to 16
+// scattered lines for it. Here
 // it is one 12-byte entry beside its fingerprint, half a cache line (2.5 to
 // 3 bytes an object for tp8 with the table's slack), read in one line.
 //
