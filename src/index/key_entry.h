@@ -26,6 +26,18 @@ inline constexpr GroupRef kGroupRefLimit = GroupRef{1} << 24;
 // A set of media, one bit per medium number (MediaNames); 0: unknown.
 using MediaSet = uint8_t;
 
+// The residency rule's arithmetic on a present key's media (0: unknown).
+// A store on a known medium adds it to known media; a store with the
+// medium unknown, or onto unknown media, leaves just what it says.
+inline MediaSet MediaAfterStore(MediaSet was, MediaSet medium) {
+  return medium != 0 && was != 0 ? static_cast<MediaSet>(was | medium) : medium;
+}
+// A removal from `medium` (0: from wherever it is): the media the key is
+// still on, or 0 when it goes (unknown media, or the last one removed).
+inline MediaSet MediaLeftAfterRemoval(MediaSet was, MediaSet medium) {
+  return medium != 0 && was != 0 ? static_cast<MediaSet>(was & ~medium) : 0;
+}
+
 struct KeyEntry {
   uint32_t word = 0;
 

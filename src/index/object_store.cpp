@@ -28,8 +28,7 @@ bool ObjectStore::Store(uint64_t tenant_seed, std::string_view key, MediaSet med
     whole_.insert_absent(packed, WholeEntry{medium});
     return true;
   }
-  // The media rule of PageStore::Store.
-  entry->media = medium != 0 && entry->media != 0 ? (entry->media | medium) : medium;
+  entry->media = MediaAfterStore(static_cast<MediaSet>(entry->media), medium);
   return false;
 }
 
@@ -38,8 +37,8 @@ bool ObjectStore::Remove(uint64_t tenant_seed, std::string_view key, MediaSet me
   if (place.in_page) return pages_.Remove(place.page, place.slot, medium);
   WholeEntry* entry = whole_.find(PackedFingerprint(place.whole));
   if (entry == nullptr) return false;
-  const auto left = static_cast<MediaSet>(entry->media & ~medium);
-  if (medium != 0 && entry->media != 0 && left != 0) {
+  const MediaSet left = MediaLeftAfterRemoval(static_cast<MediaSet>(entry->media), medium);
+  if (left != 0) {
     entry->media = left;
     return false;
   }

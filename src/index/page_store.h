@@ -7,9 +7,9 @@
 // Why: stored one entry per object, a page of 16 objects (8 ranks' K and
 // V) is 16 entries of a 16-byte fingerprint each (about 590 bytes a page
 // with the groups that made its lookup fast), and a query reads up to 16
-// scattered lines for it. Here
-// it is one 12-byte entry beside its fingerprint, half a cache line (2.5 to
-// 3 bytes an object for tp8 with the table's slack), read in one line.
+// scattered lines for it. Here it is one 12-byte entry beside its
+// fingerprint, half a cache line (2.5 to 3 bytes an object for 16-object
+// pages with the table's slack), read in one line.
 //
 // Keyed by the page's fingerprint (PageKey): its digest, its tenant's seed
 // (the tenant's tag in the fingerprint, as for keys: fingerprint.h) and the
@@ -20,8 +20,10 @@
 // media (key_entry.h's MediaSet; 0: unknown, which any removal drops). A
 // page's slots nearly always share theirs (a worker stores a page's objects
 // on one medium), so the entry holds one set for all of them; a page whose
-// slots come to differ moves its sets to a side table (mixed_) until the
-// page goes. Under the object rule every set is 0.
+// slots come to differ moves its sets to a side table (mixed_) until they
+// agree again (FoldIfUniform). Under the object rule every set is 0. The
+// rule of what a store or removal leaves: key_entry.h, MediaAfterStore and
+// MediaLeftAfterRemoval.
 //
 // Not thread-safe: the index guards it with its table lock, as its other
 // tables. Pointers into the table stay valid until the next insertion.
@@ -34,12 +36,11 @@
 #include <cstdint>
 #include <new>
 #include <string>
+#include <unordered_map>
 
 #include "common/check.h"
 #include "common/format.h"
 #include "common/process_secret.h"
-
-#include <unordered_map>
 #include "index/fingerprint.h"
 #include "index/fingerprint_table.h"
 #include "index/key_entry.h"
@@ -100,11 +101,7 @@ class PageStore {
     if (new_page) entry = table_.insert_absent(key, PageEntry{});  // may throw: nothing changed
     const uint64_t bit = SlotNames::BitOf(slot);
     const bool present = (entry->slots() & bit) != 0;
-    MediaSet media = medium;
-    if (present && medium != 0) {
-      const MediaSet was = MediaOf(page, *entry, slot);
-      if (was != 0) media = was | medium;
-    }
+    const MediaSet media = present ? MediaAfterStore(MediaOf(page, *entry, slot), medium) : medium;
     try {
       SetMedia(page, *entry, slot, media);
     } catch (const std::bad_alloc&) {
@@ -126,9 +123,8 @@ class PageStore {
     PageEntry* entry = table_.find(key);
     const uint64_t bit = SlotNames::BitOf(slot);
     if (entry == nullptr || (entry->slots() & bit) == 0) return false;
-    const MediaSet was = MediaOf(page, *entry, slot);
-    const MediaSet left = static_cast<MediaSet>(was & ~medium);
-    if (medium != 0 && was != 0 && left != 0) {
+    const MediaSet left = MediaLeftAfterRemoval(MediaOf(page, *entry, slot), medium);
+    if (left != 0) {
       try {
         SetMedia(page, *entry, slot, left);
         return false;
