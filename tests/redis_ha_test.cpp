@@ -267,6 +267,38 @@ TEST(RedisView, ASubscriberFollowingASilentRedisStopsPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
 }
 
+// Cancel() shuts the socket down; a command written after that fails with
+// EPIPE and raises SIGPIPE, which ends the process unless blocked
+// (common/sigpipe_block.h). CI lost the whole TSan stage to it (exit 141)
+// in the test above. Cancelling the moment the server accepts lands in the
+// window between the connect and the write often enough to catch its loss
+// in a few hundred tries.
+TEST(RedisView, ACancelRacingTheFirstCommandNeverRaisesSigpipe) {
+  SilentServer silent;
+  RedisAddress address;
+  std::string error;
+  ASSERT_TRUE(ParseRedisUrl("redis://127.0.0.1:" + std::to_string(silent.port()), &address, &error));
+  for (int i = 0; i < 300; ++i) {
+    RedisConnection connection(address, 5s);
+    auto command = std::async(std::launch::async, [&] {
+      RedisReply reply;
+      std::string why;
+      return connection.Command({"PING"}, &reply, &why);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (silent.accepted() <= i) {  // no sleep: the window is microseconds wide
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "try " << i << " never connected";
+    }
+    // Then 0-60 us more, so that some tries land between connect and write.
+    const auto jitter = std::chrono::steady_clock::now() + std::chrono::microseconds(i % 61);
+    while (std::chrono::steady_clock::now() < jitter) {
+    }
+    connection.Cancel();
+    ASSERT_EQ(command.wait_for(5s), std::future_status::ready);
+    EXPECT_FALSE(command.get());
+  }
+}
+
 // ---- the subscriber option ----
 
 std::string StartError(const SubscriberOptions& options) {

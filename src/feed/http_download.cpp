@@ -6,6 +6,7 @@
 #include <new>
 
 #include "common/format.h"
+#include "common/sigpipe_block.h"
 
 namespace sci {
 namespace {
@@ -64,6 +65,7 @@ struct HttpDownload::Handles {
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   ~Handles() {
+    SigpipeBlock no_sigpipe;  // a TLS connection's cleanup may still write (below)
     if (multi != nullptr && easy != nullptr) curl_multi_remove_handle(multi, easy);
     if (easy != nullptr) curl_easy_cleanup(easy);
     if (multi != nullptr) curl_multi_cleanup(multi);
@@ -90,6 +92,10 @@ void HttpDownload::Cancel() {
 }
 
 bool HttpDownload::Run(const HttpRequest& request, const BodySink& sink, std::string* error) {
+  // CURLOPT_NOSIGNAL (below) stops libcurl from ignoring SIGPIPE for the
+  // process, as it must; a write to a server that went away -- through TLS
+  // above all -- may then raise it. Blocked in this thread instead.
+  SigpipeBlock no_sigpipe;
   CURL* easy = handles_->easy;
   Transfer transfer;
   transfer.sink = &sink;

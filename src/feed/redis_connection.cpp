@@ -15,6 +15,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/format.h"
+#include "common/sigpipe_block.h"
 
 namespace sci {
 namespace {
@@ -258,7 +259,13 @@ bool RedisConnection::RunOnce(const std::vector<std::string>& argv, RedisReply* 
     args.push_back(a.data());
     lengths.push_back(a.size());
   }
-  void* raw = redisCommandArgv(context_, static_cast<int>(args.size()), args.data(), lengths.data());
+  void* raw = nullptr;
+  {
+    // hiredis writes with write(2): after Cancel's shutdown, or to a Redis
+    // that went away, that raises SIGPIPE (common/sigpipe_block.h).
+    SigpipeBlock no_sigpipe;
+    raw = redisCommandArgv(context_, static_cast<int>(args.size()), args.data(), lengths.data());
+  }
   if (raw == nullptr) {
     *error = sci::StrFormat("%s: %s", address_.display,
                              context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
