@@ -1,5 +1,6 @@
-// The vLLM family's side of the page queries, for capi_layout.cpp's thunks
-// once they have checked the arguments every query takes.
+// The vLLM family's side of the page queries and the request extras both
+// families take, for the thunks (capi_pages.cpp, capi_prefix.cpp,
+// capi_tiers.cpp) once they have checked the arguments every query takes.
 #pragma once
 
 #include <cstddef>
