@@ -1,15 +1,19 @@
 // C thunks that make a layout (from a spec, or from either family's JSON),
 // free it and answer what it is (its family, its block size). They
 // translate and check C arguments; derivation lives in src/sglang/ and
-// src/vllm/.
+// src/vllm/. The layout's family is chosen here, once, when it is made:
+// every later call asks the sci_layout's LayoutFamily (layout_family.h).
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "capi_support.h"
+#include "family_sglang.h"
+#include "family_vllm.h"
 #include "handles.h"
 #include "sglang/layout.h"
 #include "sglang/runtime_config.h"
+#include "vllm/layout.h"
 #include "vllm/layout_spec.h"
 
 using sci::capi::Failf;
@@ -110,7 +114,7 @@ sci_status sci_layout_new(const sci_layout_spec* spec, sci_layout** out) {
     std::string error;
     std::unique_ptr<const sci::Layout> layout = sci::Layout::Create(converted, &error);
     if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: spec->%s", kLayoutNew, error);
-    *out = new sci_layout(std::move(layout));
+    *out = new sci_layout(sci::capi::MakeSGLangFamily(std::move(layout)));
     return SCI_OK;
   });
 }
@@ -134,7 +138,7 @@ sci_status sci_layout_new_json(sci_str json, sci_layout** out) {
       }
       std::unique_ptr<const sci::vllm::Layout> layout = sci::vllm::Layout::Create(spec, &error);
       if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: vLLM descriptor: %s", kFunction, error);
-      *out = new sci_layout(std::move(layout));
+      *out = new sci_layout(sci::capi::MakeVllmFamily(std::move(layout)));
       return SCI_OK;
     }
     sci::LayoutSpec spec;
@@ -143,18 +147,18 @@ sci_status sci_layout_new_json(sci_str json, sci_layout** out) {
     }
     std::unique_ptr<const sci::Layout> layout = sci::Layout::Create(spec, &error);
     if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: SGLang runtime config: %s", kFunction, error);
-    *out = new sci_layout(std::move(layout));
+    *out = new sci_layout(sci::capi::MakeSGLangFamily(std::move(layout)));
     return SCI_OK;
   });
 }
 
+// A NULL layout answers as the header says: SGLang, block size 0.
 sci_layout_family sci_layout_get_family(const sci_layout* layout) {
-  return layout != nullptr && layout->vllm != nullptr ? SCI_LAYOUT_VLLM : SCI_LAYOUT_SGLANG;
+  return layout != nullptr ? layout->family->family() : SCI_LAYOUT_SGLANG;
 }
 
 uint32_t sci_layout_block_size(const sci_layout* layout) {
-  if (layout == nullptr) return 0;
-  return layout->vllm != nullptr ? layout->vllm->router_block_size() : layout->impl->page_size();
+  return layout != nullptr ? layout->family->block_size() : 0;
 }
 
 }  // extern "C"
