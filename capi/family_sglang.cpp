@@ -1,8 +1,10 @@
 // The SGLang HiCache family's answers to the C thunks (layout_family.h):
 // its page query, prefix and tiers (src/sglang/page_query), its page
 // hashes, and its refusal of vLLM's block hashes. SGLang's page hashes
-// carry no extra keys, so a request with any has no hit: it is counted as
-// a query and answers nothing, whichever call asked.
+// carry no extra keys: a page stored for a request with some cannot be told
+// from one stored for the same tokens without them, so such a request has
+// no hit. It is counted as a query and answers nothing, whichever call
+// asked.
 #include "family_sglang.h"
 
 #include <algorithm>
