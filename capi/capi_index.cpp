@@ -12,7 +12,9 @@
 #include "common/log.h"
 #include "common/prometheus_format.h"
 #include "index/stat_list.h"
+#include "sglang/layout.h"
 #include "version.h"
+#include "vllm/layout.h"
 
 using sci::capi::Fail;
 using sci::capi::Failf;

@@ -1,30 +1,25 @@
-// C thunks for layouts and the page queries. They translate and check C
-// arguments, and send a vLLM layout to capi_vllm.cpp's thunks; derivation
-// and the queries live in src/sglang/ and src/vllm/.
-#include <algorithm>
+// C thunks that make a layout (from a spec, or from either family's JSON),
+// free it and answer what it is (its family, its block size). They
+// translate and check C arguments; derivation lives in src/sglang/ and
+// src/vllm/. The layout's family is chosen here, once, when it is made:
+// every later call asks the sci_layout's LayoutFamily (layout_family.h).
 #include <cstring>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "capi_support.h"
-#include "capi_vllm.h"
-#include "query_args.h"
+#include "family_sglang.h"
+#include "family_vllm.h"
 #include "handles.h"
 #include "sglang/layout.h"
-#include "sglang/page_hash.h"
-#include "sglang/page_query.h"
+#include "sglang/runtime_config.h"
+#include "vllm/layout.h"
+#include "vllm/layout_spec.h"
 
-using sci::capi::Fail;
 using sci::capi::Failf;
 using sci::capi::Guard;
 using sci::capi::HasStructSize;
 using sci::capi::ToView;
-using sci::capi::CheckHitsBuffer;
-using sci::capi::CheckIndexAndLayout;
-using sci::capi::CheckQueryHandles;
-using sci::capi::CheckTokens;
-using sci::capi::WriteResult;
 
 namespace {
 
@@ -119,62 +114,51 @@ sci_status sci_layout_new(const sci_layout_spec* spec, sci_layout** out) {
     std::string error;
     std::unique_ptr<const sci::Layout> layout = sci::Layout::Create(converted, &error);
     if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: spec->%s", kLayoutNew, error);
-    *out = new sci_layout(std::move(layout));
+    *out = new sci_layout(sci::capi::MakeSGLangFamily(std::move(layout)));
     return SCI_OK;
   });
 }
 
 void sci_layout_free(sci_layout* layout) { delete layout; }
 
-sci_status sci_index_check_pages(sci_index* index, const sci_layout* layout, const uint32_t* tokens, size_t n_tokens,
-                                 uint32_t block_size, uint8_t* hits, size_t hits_cap, sci_page_result* result) {
-  constexpr const char* kFunction = "sci_index_check_pages";
+sci_status sci_layout_new_json(sci_str json, sci_layout** out) {
+  constexpr const char* kFunction = "sci_layout_new_json";
   return Guard(kFunction, [&] {
-    if (sci_status status = CheckQueryHandles(kFunction, index, layout, result); status != SCI_OK) return status;
-    if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
-    if (layout->vllm != nullptr) {
-      return sci::capi::CheckVllmBlocks(kFunction, index, *layout->vllm, tokens, n_tokens, block_size, nullptr, hits,
-                                        hits_cap, result);
+    if (out == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: out is NULL", kFunction);
+    *out = nullptr;
+    std::string_view text;
+    if (!ToView(json, &text)) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: json has a NULL ptr and a non-zero len", kFunction);
     }
-    const size_t n_pages = sci::PagesToCheck(*layout->impl, n_tokens, block_size);
-    if (sci_status status = CheckHitsBuffer(kFunction, hits, hits_cap, n_pages); status != SCI_OK) return status;
-    const sci::PageQueryResult r = sci::CheckPages(index->impl, *layout->impl, std::span(tokens, n_tokens),
-                                                   block_size, std::span(hits, n_pages));
-    WriteResult(r, result);
+    std::string error;
+    if (sci::vllm::LooksLikeDescriptor(text)) {
+      sci::vllm::LayoutSpec spec;
+      if (!sci::vllm::ParseDescriptorJson(text, &spec, &error)) {
+        return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: vLLM descriptor: %s", kFunction, error);
+      }
+      std::unique_ptr<const sci::vllm::Layout> layout = sci::vllm::Layout::Create(spec, &error);
+      if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: vLLM descriptor: %s", kFunction, error);
+      *out = new sci_layout(sci::capi::MakeVllmFamily(std::move(layout)));
+      return SCI_OK;
+    }
+    sci::LayoutSpec spec;
+    if (!sci::ParseRuntimeConfigJson(text, &spec, &error)) {
+      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: SGLang runtime config: %s", kFunction, error);
+    }
+    std::unique_ptr<const sci::Layout> layout = sci::Layout::Create(spec, &error);
+    if (layout == nullptr) return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: SGLang runtime config: %s", kFunction, error);
+    *out = new sci_layout(sci::capi::MakeSGLangFamily(std::move(layout)));
     return SCI_OK;
   });
 }
 
-sci_status sci_index_check_page_hashes(sci_index* index, const sci_layout* layout, const sci_str* page_hashes,
-                                       size_t n_page_hashes, uint8_t* hits, size_t hits_cap,
-                                       sci_page_result* result) {
-  constexpr const char* kFunction = "sci_index_check_page_hashes";
-  return Guard(kFunction, [&] {
-    if (sci_status status = CheckQueryHandles(kFunction, index, layout, result); status != SCI_OK) return status;
-    if (layout->vllm != nullptr) {
-      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: layout is a vLLM layout (use sci_index_check_block_hashes)",
-                   kFunction);
-    }
-    if (page_hashes == nullptr && n_page_hashes > 0) {
-      return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: page_hashes is NULL but n_page_hashes is %d", kFunction,
-                   n_page_hashes);
-    }
-    if (sci_status status = CheckHitsBuffer(kFunction, hits, hits_cap, n_page_hashes); status != SCI_OK) {
-      return status;
-    }
-    for (size_t i = 0; i < n_page_hashes; ++i) {
-      std::string_view hash;
-      if (!ToView(page_hashes[i], &hash) || !sci::IsPageHashHex(hash)) {
-        return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: page_hashes[%d] is not 64 lowercase hex characters", kFunction, i);
-      }
-    }
-    const sci::PageQueryResult r = sci::CheckPageHashes(
-        index->impl, *layout->impl, n_page_hashes,
-        [page_hashes](size_t page) { return std::string_view(page_hashes[page].ptr, page_hashes[page].len); },
-        std::span(hits, n_page_hashes));
-    WriteResult(r, result);
-    return SCI_OK;
-  });
+// A NULL layout answers as the header says: SGLang, block size 0.
+sci_layout_family sci_layout_get_family(const sci_layout* layout) {
+  return layout != nullptr ? layout->family->family() : SCI_LAYOUT_SGLANG;
+}
+
+uint32_t sci_layout_block_size(const sci_layout* layout) {
+  return layout != nullptr ? layout->family->block_size() : 0;
 }
 
 }  // extern "C"

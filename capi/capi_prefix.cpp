@@ -1,45 +1,31 @@
 // C thunks for the prefix query, in pages (1.1, with extras 1.2) and in
-// tokens (1.4): they check the arguments and send the request to its
-// family's prefix walk (src/sglang/page_query, src/vllm/chunk_query), one
-// answer for all three.
+// tokens (1.4): they check the arguments and ask the layout's family
+// (layout_family.h) for its prefix walk (src/sglang/page_query,
+// src/vllm/chunk_query), one answer for all three.
 #include <span>
 
 #include "capi_support.h"
-#include "capi_vllm.h"
 #include "handles.h"
 #include "query_args.h"
-#include "sglang/page_query.h"
-#include "vllm/chunk_query.h"
 
 using sci::capi::CheckIndexAndLayout;
 using sci::capi::CheckTokens;
+using sci::capi::ConvertExtras;
 using sci::capi::Failf;
 using sci::capi::Guard;
 
 namespace {
 
-// The prefix answer of either family; `extras` may be NULL. An SGLang
-// layout's page hashes carry no extras, so a request with any has no hit
-// (as sci_index_check_pages_with_extras).
+// The prefix answer of the layout's family; `extras` may be NULL.
 sci_status AnswerPrefix(const char* function, sci_index* index, const sci_layout* layout, const uint32_t* tokens,
                         size_t n_tokens, uint32_t block_size, const sci_request_extras* extras,
                         sci::PageQueryResult* answer) {
   if (sci_status status = CheckTokens(function, tokens, n_tokens); status != SCI_OK) return status;
   sci::vllm::RequestExtras converted;
-  if (sci_status status = sci::capi::ConvertExtras(function, extras, &converted); status != SCI_OK) return status;
-  const std::span<const uint32_t> request(tokens, n_tokens);
-  if (layout->vllm != nullptr) {
-    *answer = sci::vllm::CheckPrefix(index->impl, *layout->vllm, sci::vllm::ChainSource::Tokens(request, converted),
-                                     block_size);
-  } else if (sci::capi::HasExtras(converted)) {
-    index->impl.query_counters().queries.Add();
-    *answer = sci::PageQueryResult{};
-  } else {
-    *answer = sci::CheckPrefix(index->impl, *layout->impl, request, block_size);
-  }
+  if (sci_status status = ConvertExtras(function, extras, &converted); status != SCI_OK) return status;
+  *answer = layout->family->CheckPrefix(index->impl, std::span(tokens, n_tokens), block_size, converted);
   return SCI_OK;
 }
-
 
 // sci_index_check_prefix and its _with_extras form: the answer in pages.
 sci_status PrefixPages(const char* function, sci_index* index, const sci_layout* layout, const uint32_t* tokens,

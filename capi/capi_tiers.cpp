@@ -1,17 +1,16 @@
-// C thunk for the tier query (1.3): checks and translates the C arguments;
-// the query lives in src/sglang/page_query and src/vllm/chunk_query.
-#include <algorithm>
+// C thunk for the tier query (1.3): checks and translates the C arguments,
+// then asks the layout's family (layout_family.h); the query lives in
+// src/sglang/page_query and src/vllm/chunk_query.
 #include <span>
 
 #include "capi_support.h"
-#include "capi_vllm.h"
+#include "handles.h"
 #include "query_args.h"
-#include "sglang/page_query.h"
-#include "vllm/chunk_query.h"
 
 using sci::capi::CheckHitsBuffer;
 using sci::capi::CheckIndexAndLayout;
 using sci::capi::CheckTokens;
+using sci::capi::ConvertExtras;
 using sci::capi::Failf;
 using sci::capi::Guard;
 using sci::capi::HasStructSize;
@@ -46,34 +45,15 @@ extern "C" sci_status sci_index_check_tiers(sci_index* index, const sci_layout* 
     }
     if (sci_status status = CheckTokens(kFunction, tokens, n_tokens); status != SCI_OK) return status;
     sci::vllm::RequestExtras converted;
-    if (sci_status status = sci::capi::ConvertExtras(kFunction, extras, &converted); status != SCI_OK) return status;
-    sci::TierAnswer answer;
-    sci::PageQueryResult r;
-    if (layout->vllm != nullptr) {
-      const size_t n_blocks = sci::vllm::BlocksToCheck(*layout->vllm, n_tokens, block_size);
-      if (sci_status status = CheckHitsBuffer(kFunction, page_tier, page_tier_cap, n_blocks); status != SCI_OK) {
-        return status;
-      }
-      r = sci::vllm::CheckTiers(index->impl, *layout->vllm,
-                                sci::vllm::ChainSource::Tokens(std::span(tokens, n_tokens), converted), block_size,
-                                std::span(page_tier, n_blocks), &answer);
-    } else {
-      const size_t n_pages = sci::PagesToCheck(*layout->impl, n_tokens, block_size);
-      if (sci_status status = CheckHitsBuffer(kFunction, page_tier, page_tier_cap, n_pages); status != SCI_OK) {
-        return status;
-      }
-      if (sci::capi::HasExtras(converted)) {
-        // SGLang's page hashes carry no extras: nothing is a hit (as
-        // sci_index_check_pages_with_extras).
-        std::fill(page_tier, page_tier + n_pages, uint8_t{SCI_TIER_ABSENT});
-        index->impl.query_counters().queries.Add();
-        answer.n_tiers = index->impl.tiers().n_tiers();
-        r.n_pages = n_pages;
-      } else {
-        r = sci::CheckTiers(index->impl, *layout->impl, std::span(tokens, n_tokens), block_size,
-                            std::span(page_tier, n_pages), &answer);
-      }
+    if (sci_status status = ConvertExtras(kFunction, extras, &converted); status != SCI_OK) return status;
+    const sci::capi::LayoutFamily& family = *layout->family;
+    const size_t n_pages = family.PagesToCheck(n_tokens, block_size);
+    if (sci_status status = CheckHitsBuffer(kFunction, page_tier, page_tier_cap, n_pages); status != SCI_OK) {
+      return status;
     }
+    sci::TierAnswer answer;
+    const sci::PageQueryResult r = family.CheckTiers(index->impl, std::span(tokens, n_tokens), block_size, converted,
+                                                     std::span(page_tier, n_pages), &answer);
     WriteTierResult(r, answer, result);
     return SCI_OK;
   });

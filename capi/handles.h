@@ -6,8 +6,7 @@
 #include <utility>
 
 #include "index/index.h"
-#include "sglang/layout.h"
-#include "vllm/layout.h"
+#include "layout_family.h"
 #include "shared_cache_index.h"
 #include "feed/subscriber.h"
 
@@ -33,12 +32,12 @@ struct sci_index {
   sci::Index& impl;  // core->index
 };
 
-// A layout of one family: exactly one of the two is set.
+// A layout of one family, chosen when it is made (capi_layout.cpp): the
+// thunks ask it their questions and never which family it is.
 struct sci_layout {
-  explicit sci_layout(std::unique_ptr<const sci::Layout> layout) : impl(std::move(layout)) {}
-  explicit sci_layout(std::unique_ptr<const sci::vllm::Layout> layout) : vllm(std::move(layout)) {}
-  std::unique_ptr<const sci::Layout> impl;         // SGLang HiCache
-  std::unique_ptr<const sci::vllm::Layout> vllm;   // vLLM MooncakeStoreConnector
+  explicit sci_layout(std::unique_ptr<const sci::capi::LayoutFamily> layout_family)
+      : family(std::move(layout_family)) {}
+  std::unique_ptr<const sci::capi::LayoutFamily> family;  // never null
 };
 
 struct sci_subscriber {

@@ -1,13 +1,15 @@
-// Checks of the arguments every page query takes, shared by both families'
-// thunks (capi_layout.cpp, capi_vllm.cpp), and the result they write.
+// Checks of the arguments every page query takes, whichever family answers
+// it (layout_family.h), and the result the thunks write.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "capi_support.h"
 #include "handles.h"
 #include "query/query_result.h"
+#include "vllm/block_hash.h"
 
 namespace sci::capi {
 
@@ -33,6 +35,31 @@ inline sci_status CheckQueryHandles(const char* function, const sci_index* index
   if (!HasStructSize(result->struct_size, SCI_FIELD_END(sci_page_result, fast_path))) {
     return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: result->struct_size %u is too small (need >= %u)", function,
                  result->struct_size, SCI_FIELD_END(sci_page_result, fast_path));
+  }
+  return SCI_OK;
+}
+
+// A request's extras from C (`in` may be NULL: none), as vLLM's hashes take
+// them; an error status, recorded, for a bad struct. (An SGLang layout takes
+// them too: a request with any has no hit there.)
+inline sci_status ConvertExtras(const char* function, const sci_request_extras* in, vllm::RequestExtras* out) {
+  *out = {};
+  if (in == nullptr) return SCI_OK;
+  if (!HasStructSize(in->struct_size, SCI_FIELD_END(sci_request_extras, cache_salt))) {
+    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: extras->struct_size %u is too small (need >= %u)", function,
+                 in->struct_size, SCI_FIELD_END(sci_request_extras, cache_salt));
+  }
+  if (in->lora_name.ptr != nullptr) {
+    out->has_lora = true;
+    out->lora_name = std::string_view(in->lora_name.ptr, in->lora_name.len);
+  } else if (in->lora_name.len > 0) {
+    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: extras->lora_name has a NULL ptr and a non-zero len", function);
+  }
+  if (in->cache_salt.ptr != nullptr) {
+    out->has_salt = true;
+    out->cache_salt = std::string_view(in->cache_salt.ptr, in->cache_salt.len);
+  } else if (in->cache_salt.len > 0) {
+    return Failf(SCI_ERR_INVALID_ARGUMENT, "%s: extras->cache_salt has a NULL ptr and a non-zero len", function);
   }
   return SCI_OK;
 }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "family_sglang.h"
 #include "handles.h"
 #include "index/index.h"
 #include "index/stat_list.h"
@@ -45,6 +46,9 @@
 
 namespace sci::fuzz {
 namespace {
+
+// The SGLang layout inside a handle sci_layout_new made.
+const Layout& SGLangLayout(const sci_layout* layout) { return capi::SGLangLayoutOf(*layout->family); }
 
 constexpr uint64_t kPreloadSequence = 4;
 // The golden "basic" capture's request: tokens 1..8, page size 4, tp 1, so
@@ -79,8 +83,8 @@ const Fixture& TheFixture() {
     f->hashes = PageHashesHex(kTokens, kPageSize, false);
     const std::vector<std::string>& hashes = f->hashes;
     for (size_t page = 0; page < hashes.size(); ++page) {
-      f->group_ids.push_back(f->layout->impl->GroupId(hashes[page]));
-      f->page_keys.push_back(f->layout->impl->KeysFor(hashes[page], page, hashes.size()));
+      f->group_ids.push_back(SGLangLayout(f->layout).GroupId(hashes[page]));
+      f->page_keys.push_back(SGLangLayout(f->layout).KeysFor(hashes[page], page, hashes.size()));
       for (const std::string& key : f->page_keys.back()) f->probe_keys.push_back({"default", key});
     }
     f->loose_keys = {{"tenant-a", "12345"}, {"default", "0x2a"}, {"default", "key-0_0_k"}};
@@ -129,7 +133,7 @@ Snapshot Take(const sci_index* index, const Fixture& f) {
   s.stats.struct_size = sizeof s.stats;
   SCI_FUZZ_CHECK(sci_index_stats(index, &s.stats) == SCI_OK, "%s", sci_last_error());
   for (const TenantKey& k : f.probe_keys) s.present.push_back(index->impl.Contains(k.tenant, k.key));
-  const LayoutId layout_id = f.layout->impl->levels()[0].id;
+  const LayoutId layout_id = SGLangLayout(f.layout).levels()[0].id;
   for (const std::string& group : f.group_ids) {
     s.groups.push_back(index->impl.ProbeGroup(FingerprintOf(TenantSeed("default"), group), layout_id));
   }
@@ -176,7 +180,7 @@ void ExpectPagesAnsweredByTheirKeys(sci_index* index, const Fixture& f) {
     SCI_FUZZ_CHECK(hits[page] == (all_present ? 1 : 0), "page %zu: hit %d but all keys present is %d", page,
                    hits[page], all_present);
   }
-  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, *f.layout->impl, f.hashes);
+  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, SGLangLayout(f.layout), f.hashes);
 }
 
 // The early gap rule (docs/index-semantics.md): a production-format batch

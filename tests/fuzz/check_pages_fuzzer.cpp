@@ -34,6 +34,7 @@
 
 #include "fuzz_check.h"
 #include "fuzz_input.h"
+#include "family_sglang.h"
 #include "handles.h"
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
@@ -42,6 +43,9 @@
 
 namespace sci::fuzz {
 namespace {
+
+// The SGLang layout inside a handle sci_layout_new made.
+const Layout& SGLangLayout(const sci_layout* layout) { return capi::SGLangLayoutOf(*layout->family); }
 
 sci_str Str(const std::string& s) { return sci_str{s.data(), s.size()}; }
 
@@ -178,7 +182,7 @@ struct Request {
 
 void Query(sci_index* index, const sci_layout* layout, const Request& r, uint32_t block_size,
            const std::string& tenant, const KeySet& stored, bool refusals_possible) {
-  const size_t expected_pages = block_size == layout->impl->page_size() ? r.hashes.size() : 0;
+  const size_t expected_pages = block_size == SGLangLayout(layout).page_size() ? r.hashes.size() : 0;
   std::vector<uint8_t> hits(expected_pages + 1, 0xEE);
   sci_page_result result{};
   result.struct_size = sizeof result;
@@ -212,7 +216,7 @@ void Query(sci_index* index, const sci_layout* layout, const Request& r, uint32_
   SCI_FUZZ_CHECK(result.prefix_hits == prefix, "prefix_hits %zu, counted %zu", result.prefix_hits, prefix);
   SCI_FUZZ_CHECK(result.fast_path <= result.total_hits, "fast_path %zu > total_hits %zu", result.fast_path,
                  result.total_hits);
-  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, *layout->impl, r.hashes);
+  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, SGLangLayout(layout), r.hashes);
 }
 
 void Run(FuzzInput& in) {
@@ -235,7 +239,7 @@ void Run(FuzzInput& in) {
     sci_index_free(index);
     return;
   }
-  const Layout& l = *layout->impl;
+  const Layout& l = SGLangLayout(layout);
 
   Request r;
   const size_t n_tokens = in.Byte() % 40;
