@@ -114,6 +114,7 @@ struct LookupFixture {
   explicit LookupFixture(uint64_t pages) {
     const uint64_t seed = TenantSeed("");
     page_keys.resize(pages);
+    digests.resize(pages);
     object_keys.resize(pages * kObjectsPerPage);
     for (uint64_t page = 0; page < pages; ++page) {
       const std::string hash = ForeignPageHash(page, 11);
@@ -124,13 +125,17 @@ struct LookupFixture {
         object_keys[page * kObjectsPerPage + slot] = whole;
         per_object.insert_absent(PackedFingerprint(whole), KeyEntry{});
       }
-      page_keys[page] = PageStore::PageKey(seed, ShapeOf(ObjectKey(hash, 0)).digest, 0);
+      digests[page] = ShapeOf(ObjectKey(hash, 0)).digest;
+      page_keys[page] = PageStore::PageKey(seed, digests[page], 0);
     }
+    std::vector<SlotName> slots;
     for (uint64_t slot = 0; slot < kObjectsPerPage; ++slot) {
       const std::string any = ObjectKey(ForeignPageHash(0, 11), slot);
       const KeyShape shape = ShapeOf(any);
       required |= SlotNames::BitOf(store.slot_names().Find(SlotId(shape.prefix, shape.suffix)));
+      slots.push_back(SlotName{std::string(shape.prefix), std::string(shape.suffix)});
     }
+    plan = store.ResolvePlan(slots);
     order.resize(pages);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
@@ -138,8 +143,10 @@ struct LookupFixture {
   ObjectStore store;
   FingerprintTable<KeyEntry, 3> per_object;
   std::vector<Fingerprint> page_keys;
+  std::vector<PageDigest> digests;
   std::vector<Fingerprint> object_keys;
   uint64_t required = 0;
+  SlotPlan plan;
   std::vector<uint64_t> order;
 };
 
@@ -197,7 +204,25 @@ void BM_PerObject(benchmark::State& state) {
   ReportPages(state, whole);
 }
 
+// What a page query will do: from the page's digest (the layout's hash of
+// its tokens) through a plan resolved once, the page's fingerprint made
+// (keyed XXH3-128) and its entry read, not prefetched.
+void BM_PagePlan(benchmark::State& state) {
+  LookupFixture& f = Lookups();
+  const uint64_t seed = TenantSeed("");
+  size_t next = 0, whole = 0;
+  for (auto _ : state) {
+    const size_t start = next;
+    for (size_t i = 0; i < kAhead; ++i) {
+      whole += f.store.PageHas(seed, f.digests[f.order[(start + i) % f.order.size()]], f.plan);
+    }
+    next = (start + kAhead) % f.order.size();
+  }
+  ReportPages(state, whole);
+}
+
 BENCHMARK(BM_PageEntry)->Name("page_store/lookup/tp8/pages:1m/page_entry");
+BENCHMARK(BM_PagePlan)->Name("page_store/lookup/tp8/pages:1m/plan_from_digest");
 BENCHMARK(BM_PerObject)->Name("page_store/lookup/tp8/pages:1m/per_object");
 
 // ---- writes: objects stored a second ----

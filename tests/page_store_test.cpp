@@ -290,14 +290,19 @@ TEST(PageStore, SlotsPastTheLastNumberAreStoredWhole) {
   EXPECT_TRUE(store.slot_names().full());
   EXPECT_EQ(store.whole_keys(), 0u);
   EXPECT_EQ(store.pages().entries(), SlotNames::kCapacity / SlotNames::kBankSlots);
+  EXPECT_EQ(store.stores_past_slot_capacity(), 0u);
   store.Store(seed, "beyond@" + h, 0);
   EXPECT_EQ(store.whole_keys(), 1u);
+  EXPECT_EQ(store.stores_past_slot_capacity(), 1u);
+  store.Store(seed, "beyond@" + h, 0);  // not new: not counted again
+  store.Store(seed, "not-a-page", 0);   // whole for want of a digest, not of a number
+  EXPECT_EQ(store.stores_past_slot_capacity(), 1u);
   EXPECT_TRUE(store.Contains(seed, "beyond@" + h));
   EXPECT_FALSE(store.Contains(seed, "beyond@" + Hex(10)));
   EXPECT_TRUE(store.Contains(seed, "p17@" + h));
   store.Remove(seed, "beyond@" + h, 0);
   EXPECT_FALSE(store.Contains(seed, "beyond@" + h));
-  EXPECT_EQ(store.objects(), SlotNames::kCapacity);
+  EXPECT_EQ(store.objects(), SlotNames::kCapacity + 1);  // and "not-a-page"
 }
 
 // Page fingerprints hash all 32 bytes of the digest under the process's

@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "index/fingerprint.h"
@@ -47,6 +48,20 @@ inline KeyShape ShapeOf(std::string_view key) {
   shape.prefix = key.substr(0, start);
   shape.suffix = key.substr(end);
   return shape;
+}
+
+// The key of `digest`'s page in slot (prefix, suffix): ShapeOf's inverse.
+inline std::string KeyOf(std::string_view prefix, const PageDigest& digest, std::string_view suffix) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string key;
+  key.reserve(prefix.size() + 2 * digest.size() + suffix.size());
+  key += prefix;
+  for (const uint8_t byte : digest) {
+    key += kDigits[byte >> 4];
+    key += kDigits[byte & 0xF];
+  }
+  key += suffix;
+  return key;
 }
 
 }  // namespace sci

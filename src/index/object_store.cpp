@@ -14,6 +14,7 @@ ObjectStore::Place ObjectStore::Locate(uint64_t tenant_seed, std::string_view ke
       place.page = PageStore::PageKey(tenant_seed, shape.digest, SlotNames::BankOf(slot));
       return place;
     }
+    place.past_slot_capacity = true;
   }
   place.whole = FingerprintOf(tenant_seed, key);
   return place;
@@ -25,7 +26,8 @@ bool ObjectStore::Store(uint64_t tenant_seed, std::string_view key, MediaSet med
   const PackedFingerprint packed(place.whole);
   WholeEntry* entry = whole_.find(packed);
   if (entry == nullptr) {
-    whole_.insert_absent(packed, WholeEntry{medium});
+    whole_.insert_absent(packed, WholeEntry{medium});  // may throw: nothing changed, nothing counted
+    if (place.past_slot_capacity) ++stores_past_slot_capacity_;
     return true;
   }
   entry->media = MediaAfterStore(static_cast<MediaSet>(entry->media), medium);
@@ -70,6 +72,24 @@ bool ObjectStore::Contains(uint64_t tenant_seed, std::string_view key) const {
   const Place place = Locate(tenant_seed, key);
   if (place.in_page) return pages_.Has(place.page, place.slot);
   return whole_.contains(PackedFingerprint(place.whole));
+}
+
+bool ObjectStore::PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const {
+  SCI_DCHECK(plan.current(slot_names_), "a plan resolved since the last slot was numbered");
+  if (plan.never_present()) return false;
+  for (const SlotPlan::Bank& bank : plan.banks()) {
+    const uint64_t slots = pages_.Slots(PageStore::PageKey(tenant_seed, digest, bank.bank));
+    if ((slots & bank.required) != bank.required) return false;
+  }
+  for (const SlotName& slot : plan.whole()) {
+    if (!whole_.contains(PackedFingerprint(FingerprintOf(tenant_seed, KeyOf(slot.prefix, digest, slot.suffix))))) {
+      return false;
+    }
+  }
+  for (const SlotName& slot : plan.by_key()) {
+    if (!Contains(tenant_seed, KeyOf(slot.prefix, digest, slot.suffix))) return false;
+  }
+  return true;
 }
 
 MediaSet ObjectStore::Media(uint64_t tenant_seed, std::string_view key) const {

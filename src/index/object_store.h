@@ -22,6 +22,7 @@
 #include "index/key_shape.h"
 #include "index/page_store.h"
 #include "index/slot_names.h"
+#include "index/slot_plan.h"
 
 namespace sci {
 
@@ -33,6 +34,7 @@ class ObjectStore {
     Fingerprint page;   // with in_page: the page entry's fingerprint
     uint32_t slot = 0;  // with in_page: the slot's number
     Fingerprint whole;  // without: the key's fingerprint in the per-object table
+    bool past_slot_capacity = false;  // without: the key decomposes, but its slot has no number
   };
 
   // Where `key` of the tenant whose seed is `tenant_seed` lives. `number`:
@@ -58,6 +60,16 @@ class ObjectStore {
   // A present key's media (0: unknown, or absent).
   MediaSet Media(uint64_t tenant_seed, std::string_view key) const;
 
+  // The slots a layout needs of every page, resolved once (slot_plan.h);
+  // ResolvePlan again once plan.current(slot_names()) is false.
+  SlotPlan ResolvePlan(const std::vector<SlotName>& slots) const { return SlotPlan::Resolve(slot_names_, slots); }
+  // Whether every key the plan names for the page with this digest is
+  // present: one entry read per bank the plan needs (one for a layout's
+  // slots met together), plus one lookup per key of a slot the plan could
+  // not number. Exactly Contains() of each of those keys. May throw
+  // bad_alloc when the plan has such slots (their keys are built).
+  bool PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const;
+
   // What breaks the store's invariants, or "" (PageStore::Inconsistency,
   // and a whole key's media fit their byte). For tests.
   std::string Inconsistency() const;
@@ -68,6 +80,13 @@ class ObjectStore {
   const PageStore& pages() const { return pages_; }
   const SlotNames& slot_names() const { return slot_names_; }
   size_t whole_keys() const { return whole_.size(); }
+  // New keys that carry a digest but were filed whole because every slot
+  // number was taken (SlotNames::kCapacity): each costs a per-object entry
+  // (~20 B) instead of a bit. It stays 0 on a pool of a few layouts; a
+  // count that grows says some writer names its keys with a new slot per
+  // page, and that it has used the numbers up for every tenant (a review's
+  // finding, documented as a limit); the index reports it.
+  uint64_t stores_past_slot_capacity() const { return stores_past_slot_capacity_; }
 
  private:
   // A whole key's entry: its media (the low byte of a word, as KeyEntry's
@@ -80,6 +99,7 @@ class ObjectStore {
   PageStore pages_;
   SlotNames slot_names_;
   WholeTable whole_;
+  uint64_t stores_past_slot_capacity_ = 0;
 };
 
 }  // namespace sci

@@ -1,0 +1,119 @@
+// The slots a layout needs of every page, resolved to slot numbers once, so
+// that a page query reads one entry per page and bank (ObjectStore::PageHas)
+// instead of hashing and looking up each slot's name for each page.
+//
+// A layout names its keys for a page as prefix + the page's digest in
+// lowercase hex + suffix (key_shape.h). Each such (prefix, suffix) is one of
+// four kinds here:
+//   - numbered: its slot has a number (slot_names.h): the page entry of the
+//     number's bank answers it, all of a bank's slots in one word;
+//   - never stored: no number while numbers remain, which proves that no
+//     key of that slot was ever stored (I1) -- no page is present;
+//   - whole: no number once numbers ran out: its keys are stored whole, so
+//     the query builds each page's key and looks it up (exact, slower);
+//   - not a slot: the key's shape is not (prefix, digest, suffix) -- the
+//     prefix ends in a hex digit, or holds 64 of them, so ShapeOf finds
+//     another digest or none, and the slot would differ from page to page.
+//     Such keys are looked up one by one (ObjectStore::Contains), exactly.
+//
+// A plan is made and used under the index's table lock (shared is enough)
+// and holds for as long as no slot gets a new number: numbers are never
+// taken back, but a slot "never stored" or "whole" may get one later, and
+// numbers running out turns "never stored" into "whole". current() says
+// whether the plan may still be used; if not, resolve it again.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "index/key_shape.h"
+#include "index/slot_names.h"
+
+namespace sci {
+
+struct SlotName {
+  std::string prefix;
+  std::string suffix;
+};
+
+class SlotPlan {
+ public:
+  // One page entry to read: the bank and the bits the page must have in it.
+  struct Bank {
+    uint32_t bank = 0;
+    uint64_t required = 0;
+  };
+
+  SlotPlan() = default;
+
+  // May throw bad_alloc (a plan is the reader's own memory).
+  static SlotPlan Resolve(const SlotNames& names, const std::vector<SlotName>& slots) {
+    SlotPlan plan;
+    plan.numbers_seen_ = names.size();
+    plan.resolved_ = true;
+    for (const SlotName& slot : slots) {
+      if (!IsSlot(slot)) {
+        plan.by_key_.push_back(slot);
+        continue;
+      }
+      const uint32_t number = names.Find(SlotId(slot.prefix, slot.suffix));
+      if (number != SlotNames::kNone) {
+        plan.Require(number);
+      } else if (!names.full()) {
+        plan.never_present_ = true;
+      } else {
+        plan.whole_.push_back(slot);
+      }
+    }
+    std::sort(plan.banks_.begin(), plan.banks_.end(),
+              [](const Bank& a, const Bank& b) { return a.bank < b.bank; });
+    return plan;
+  }
+
+  // Whether the plan still says where every slot is (no slot numbered since).
+  bool current(const SlotNames& names) const { return resolved_ && names.size() == numbers_seen_; }
+
+  // Some slot was never stored: no page is present.
+  bool never_present() const { return never_present_; }
+  const std::vector<Bank>& banks() const { return banks_; }
+  const std::vector<SlotName>& whole() const { return whole_; }
+  const std::vector<SlotName>& by_key() const { return by_key_; }
+
+  // Whether ShapeOf(prefix + digest + suffix) gives back this prefix and
+  // suffix for every digest. It does for the all-zero digest exactly when
+  // the prefix neither ends in a hex digit nor holds a run of 64 of them
+  // (else the run ShapeOf finds starts before the digest); and then the run
+  // starts at the digest whatever its digits.
+  static bool IsSlot(const SlotName& slot) {
+    std::string sample = slot.prefix;
+    sample.append(2 * sizeof(PageDigest), '0');
+    sample += slot.suffix;
+    const KeyShape shape = ShapeOf(sample);
+    return shape.decomposes && shape.prefix == slot.prefix && shape.suffix == slot.suffix;
+  }
+
+ private:
+  void Require(uint32_t number) {
+    const uint32_t bank = SlotNames::BankOf(number);
+    for (Bank& b : banks_) {
+      if (b.bank == bank) {
+        b.required |= SlotNames::BitOf(number);
+        return;
+      }
+    }
+    banks_.push_back(Bank{bank, SlotNames::BitOf(number)});
+  }
+
+  bool resolved_ = false;
+  uint32_t numbers_seen_ = 0;
+  bool never_present_ = false;
+  std::vector<Bank> banks_;
+  std::vector<SlotName> whole_;
+  std::vector<SlotName> by_key_;
+};
+
+}  // namespace sci
