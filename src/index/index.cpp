@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 
+#include "common/check.h"
 #include "common/log.h"
 
 namespace sci {
@@ -27,6 +28,9 @@ Index::Index(IndexOptions options)
     }
     tier_of_media_[media] = fastest;
   }
+#if SCI_DCHECK_ENABLED
+  shadow_ = std::make_unique<ObjectStore>();  // I46
+#endif
 }
 
 // ---------------------------------------------------------------- writer --
@@ -115,6 +119,12 @@ BatchOutcome Index::ApplyBatch(uint64_t sequence, std::span<const Event> events,
   }
   cursor_.Advance(sequence, !events.empty(), ids);
   counters_.batches_applied.Add();
+#if SCI_DCHECK_ENABLED
+  {
+    ReaderLock lock(tables_lock_);
+    CheckShadowCount();
+  }
+#endif
   outcome.cleared = clear_epoch_.load(std::memory_order_relaxed) != epoch_before;
   return outcome;
 }
@@ -198,6 +208,10 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
     }
     WarnIfTailNumbersRanOut();
   }
+#if SCI_DCHECK_ENABLED
+  ReaderLock lock(tables_lock_);
+  CheckShadowCount();
+#endif
 }
 
 void Index::AddTally(BatchTally& tally) {
@@ -319,6 +333,7 @@ Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key)
     name.head_bytes = object_key.substr(0, split.at);
   }
   name.digest_ended = EventHashDigests::DigestOfKey(object_key, digest_key_separator_, &name.digest);
+  name.object_key = object_key;
   return name;
 }
 
@@ -447,6 +462,7 @@ void Index::Adopt(const AdoptionQueue::Request& request, std::span<const Fingerp
 
 void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerprint& group_head,
                      MediaSet medium) {
+  const MediaSet stored_medium = medium;  // for the shadow, which applies the rule itself
   const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
   KeyEntry* entry = keys.find(packed);
@@ -507,6 +523,7 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
     }
   }
   AddTail(key, next);
+  ShadowWrite([&](ObjectStore& shadow) { shadow.Store(key.tenant_seed, key.object_key, stored_medium); });
 }
 
 bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
@@ -527,12 +544,20 @@ bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
   if (entry->group() != kNoGroup && TierOfMedia(left) != was_tier) {
     Retier(entry->group(), was_tier, TierOfMedia(left));
   }
+  ShadowWrite([&](ObjectStore& shadow) {
+    const bool went = shadow.Remove(key.tenant_seed, key.object_key, medium);
+    SCI_DCHECK(!went, "I46: the page store keeps a key on its other media as the key table does");
+  });
   return true;
 }
 
 void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   const PackedKey packed(key.key);
   KeyTable& keys = key_shards_[ShardOf(packed)];
+  ShadowWrite([&](ObjectStore& shadow) {
+    const bool went = shadow.Remove(key.tenant_seed, key.object_key, 0);
+    SCI_DCHECK(went == keys.contains(packed), "I46: the page store held the key the key table removes");
+  });
   if (KeyEntry* found = keys.find(packed)) {
     const GroupRef ref = found->group();
     const uint8_t tier = TierOfMedia(found->media());
@@ -773,6 +798,7 @@ void Index::EmptyTables() {
   {
     WriterLock lock(tables_lock_);
     DropAllVerification();
+    shadow_settling_ = true;
   }
   // Shard by shard, so readers wait for one shard's release at a time, and
   // each array is freed (unmapped) after its lock is released.
@@ -796,6 +822,12 @@ void Index::EmptyTables() {
     key_count_.fetch_sub(key_shards_[i].size(), std::memory_order_relaxed);
     key_shards_[i].swap(gone);
   }
+  {
+    WriterLock lock(tables_lock_);
+    if (shadow_ != nullptr) shadow_->Clear();
+    shadow_valid_ = true;  // empty, as the tables
+    shadow_settling_ = false;
+  }
   // No key refers to any group now: every ref is free again.
   refs_.resize(1);
   free_refs_.clear();
@@ -815,6 +847,10 @@ void Index::ClearTenant(uint64_t tenant_seed) {
   // same hold, as by a removal. Keys of another tenant with the same tag go
   // too: a miss, never a false hit.
   constexpr size_t kBucketsPerHold = 4096;
+  {
+    WriterLock lock(tables_lock_);
+    shadow_settling_ = true;
+  }
   // The page summary first: an entry vouches for keys, so the tenant's go
   // before any of its keys does (a page without one is checked key by key).
   for (size_t b = 0;; b += kBucketsPerHold) {
@@ -854,11 +890,51 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     WriterLock lock(tables_lock_);
     more = event_digests_.HasTag(tag) && event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
   }
+  {
+    WriterLock lock(tables_lock_);
+    ShadowWrite([&](ObjectStore& shadow) { shadow.ClearTenant(tenant_seed); });
+    shadow_settling_ = false;
+    CheckShadowCount();
+  }
+}
+
+// ------------------------------------------------- the shadow store (I46) --
+
+template <typename Write>
+void Index::ShadowWrite(Write&& write) {
+  if (shadow_ == nullptr || !shadow_valid_) return;
+  try {
+    write(*shadow_);
+  } catch (const std::bad_alloc&) {
+    shadow_valid_ = false;  // it may lack this key: unchecked until the next full clear
+  }
+}
+
+void Index::CheckShadowKey(uint64_t tenant_seed, std::string_view object_key) const {
+  if (shadow_ == nullptr || !shadow_valid_ || shadow_settling_) return;
+  const PackedKey packed(FingerprintOf(tenant_seed, object_key));
+  const KeyEntry* entry = key_shards_[ShardOf(packed)].find(packed);
+  SCI_DCHECK((entry != nullptr) == shadow_->Contains(tenant_seed, object_key),
+             "I46: the page store holds a key exactly when the key table does");
+  SCI_DCHECK(entry == nullptr || entry->media() == shadow_->Media(tenant_seed, object_key),
+             "I46: the page store gives a key the media the key table does");
+}
+
+void Index::CheckShadowCount() const {
+  if (shadow_ == nullptr || !shadow_valid_ || shadow_settling_) return;
+  SCI_DCHECK(key_count_.load(std::memory_order_relaxed) == shadow_->objects(),
+             "I46: the page store holds as many keys as the key table");
 }
 
 // ---------------------------------------------------------------- readers --
 
 bool Index::Contains(std::string_view tenant, std::string_view object_key) const {
+#if SCI_DCHECK_ENABLED
+  {
+    ReaderLock lock(tables_lock_);
+    CheckShadowKey(TenantSeed(tenant), object_key);
+  }
+#endif
   return ContainsKey(FingerprintOf(TenantSeed(tenant), object_key));
 }
 

@@ -81,6 +81,7 @@
 #include "index/key_entry.h"
 #include "index/media_names.h"
 #include "index/medium_tiers.h"
+#include "index/object_store.h"
 #include "index/page_tails.h"
 #include "index/table_lock.h"
 #include "index/tier_counts.h"
@@ -561,6 +562,7 @@ class Index {
     std::string_view tail_bytes; // with split: the tail (a view of the event's key)
     std::string_view head_bytes; // with split: the head (a view of the event's key)
     bool digest_ended = false;   // the key ends "<digest_key_separator_><64 hex digits>": event_digests_ knows it
+    std::string_view object_key;  // the key itself (a view of the event's), for the shadow store
     EventHashDigests::Digest digest;  // with digest_ended
   };
   KeyName NameKey(uint64_t tenant_seed, std::string_view object_key) const;
@@ -749,6 +751,30 @@ class Index {
   std::unique_ptr<AdoptionQueue::Batch> adopting_ ABSL_GUARDED_BY(apply_mu_);
 
   Counters counters_;
+
+  // The page store (object_store.h) kept beside the 1.3 tables, in the
+  // builds that check invariants (SCI_DCHECK_ENABLED: the sanitizer, fuzz
+  // and Debug builds) and null in others: the first step of moving the
+  // index onto it (issue #43). Every write that changes the key tables
+  // makes the same change to it, and reads check that both agree (I46):
+  // the whole suite, the simulation and the fuzzers test the page store
+  // against the index's own rules before any answer comes from it. A
+  // member in every build, so the class is one size whatever the flags of
+  // the file that includes it.
+  std::unique_ptr<ObjectStore> shadow_ ABSL_GUARDED_BY(tables_lock_);
+  // False from a shadow write that failed to allocate (then it may lack a
+  // key) to the next full clear: nothing is checked meanwhile.
+  bool shadow_valid_ ABSL_GUARDED_BY(tables_lock_) = true;
+  // True while a clear walks the key tables over several holds of the lock:
+  // they and the shadow differ until it ends, so reads check nothing.
+  bool shadow_settling_ ABSL_GUARDED_BY(tables_lock_) = false;
+  template <typename Write>
+  void ShadowWrite(Write&& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_lock_);
+  // The shadow against the key tables, for one key or for the count: with
+  // tables_lock_ held, shared or exclusive.
+  void CheckShadowKey(uint64_t tenant_seed, std::string_view object_key) const
+      ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
+  void CheckShadowCount() const ABSL_SHARED_LOCKS_REQUIRED(tables_lock_);
 };
 
 // Inline: a page query probes a group per page, and a call returned the
