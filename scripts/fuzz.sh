@@ -54,7 +54,7 @@ options() {  # harness: sets max_len and dict
     layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
     vllm_query_fuzzer) max_len=1024; dict=() ;;
     object_store_fuzzer) max_len=2048; dict=() ;;
-    index_differential_fuzzer) max_len=2048; dict=() ;;
+    index_differential_fuzzer) max_len=1024; dict=() ;;
     *) echo "fuzz.sh: unknown harness '$1'" >&2; exit 2 ;;
   esac
 }

@@ -285,7 +285,7 @@ class DifferentialStream {
     const uint8_t setup = static_cast<uint8_t>(Pick(8));
     out_.push_back(static_cast<char>(setup));
     if ((setup & 6) == 6) Byte(Pick(48));
-    for (int steps = 20 + Pick(60); steps > 0; --steps) Step();
+    for (int steps = 16 + Pick(48); steps > 0; --steps) Step();
     return out_;
   }
 
