@@ -38,7 +38,10 @@
 //     reference, the prefix is the leading run of hits, sci_index_check_prefix
 //     agrees, a verified page has every key present and stored under its
 //     group (verified_pages.h), and sci_index_check_tiers reports the same
-//     pages present, none at a faster tier than the reference's keys allow.
+//     pages present, none at a faster tier than the reference's keys allow;
+//   - an engine's event hash resolves (Index::DigestOfEventHash) to the one
+//     digest present "@<digest>" keys of the tenant's tag carry, and to
+//     none when none does or two digests share the hash.
 // Once the index has refused an entry for capacity it may rightly hold less
 // than the reference (refused stores and groups, and the media a refused
 // store would have added): from then on only "never more" is asserted --
@@ -49,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,6 +107,7 @@ struct Universe {
   std::vector<QueryLayout> layouts;
   std::vector<std::string> keys;    // every key an event may name (layout keys first)
   std::vector<std::string> groups;  // every label an event may carry
+  uint64_t event_hash = 0;          // the low 64 bits of page 0's digest, as an engine names it
 };
 
 // `pools`: the key prefix's two advertised pools, one on every page, one on
@@ -160,18 +165,24 @@ const Universe& TheUniverse() {
     const std::string& h = hashes[0];
     std::string upper = h;
     for (char& c : upper) c = c >= 'a' ? static_cast<char>(c - 32) : c;
-    for (const std::string& key : {"m@tp_rank:0@" + h, h + "__swa", "ab" + h + "_0_k", h + "_1_v", upper + "_0_k",
+    for (const std::string& key : {"m@tp_rank:0@" + h, h + "__swa", "ab" + h + "_0_k", h + "_3_v", upper + "_0_k",
                                    h.substr(1) + "_0_k", h, std::string("object-0"), std::string("12345"),
                                    std::string("0x2a"), std::string("k")}) {
       u->keys.push_back(key);
     }
     u->groups.push_back("sglang-hicache:" + upper);
+    // vLLM-style keys ending "@<digest>" (the separator sci_index_new gives
+    // the index), for event-hash resolution: the same digest under another
+    // rank, and a digest sharing its low 64 bits (an ambiguity).
+    const std::string twin = std::string(48, 'f') + h.substr(48);
+    for (const std::string& key : {"m@tp_rank:1@" + h, "m@tp_rank:0@" + twin}) u->keys.push_back(key);
+    u->event_hash = std::stoull(h.substr(48), nullptr, 16);
     return u;
   }();
   return *universe;
 }
 
-// The publisher's side of the stream: its next sequence and event id.
+// The publisher's side of the stream: the event id it numbers next.
 struct Publisher {
   uint64_t next_event_id = 1;
 };
@@ -467,6 +478,30 @@ struct Checker {
     }
   }
 
+  // An engine's event hash resolves to the digest that present keys of the
+  // asking tenant's tag end with ("@<digest>"), and to none when no such key
+  // is present or two digests share the hash (index-semantics.md, the
+  // event-hash digest map). Concealed: nothing is asserted (a digest the
+  // index resolves then only leads to keys that answer absent).
+  void EventHashes() const {
+    for (const std::string& tenant : {kTenants[0], kTenants[2], kTenants[3]}) {
+      std::array<uint8_t, 32> digest{};
+      const bool resolved = index->impl.DigestOfEventHash(TenantSeed(tenant), u.event_hash, &digest);
+      const std::set<std::string> expected = reference.DigestsEndingKeys(tenant, u.event_hash);
+      std::string hex;
+      for (uint8_t byte : digest) hex += "0123456789abcdef"[byte >> 4], hex += "0123456789abcdef"[byte & 15];
+      TRACE("  event hash, tenant '%s': resolved %d, %zu digests\n", tenant.c_str(), resolved, expected.size());
+      if (resolved) {
+        SCI_FUZZ_CHECK(expected.count(hex) > 0, "step %d tenant '%s': the event hash resolved to %s, no key has it", step,
+                       tenant.c_str(), hex.c_str());
+      }
+      if (exact && !reference.concealed()) {
+        SCI_FUZZ_CHECK(resolved == (expected.size() == 1), "step %d tenant '%s': resolved %d, %zu digests present",
+                       step, tenant.c_str(), resolved, expected.size());
+      }
+    }
+  }
+
   // A tier is a promise of speed: never faster than the reference's keys
   // (a key on cpu is at tier 0, any other key at 1). A page verified
   // through its group reads the group's tier, the slowest of every key
@@ -593,6 +628,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check.Keys();
     check.Counters();
     check.Pages();
+    check.EventHashes();
   }
   sci_index_free(index);
   return 0;

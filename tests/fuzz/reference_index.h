@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -155,6 +154,22 @@ class ReferenceIndex {
     const auto it = present_.find({Tenant(tenant), key});
     return it != present_.end() && (it->second & 1u) != 0 ? 0 : 1;
   }
+  // The distinct digests that visible keys of `tenant`'s tag end with
+  // ("@" and 64 lowercase hex digits) whose low 64 bits are `event_hash`.
+  std::set<std::string> DigestsEndingKeys(const std::string& tenant, uint64_t event_hash) const {
+    std::set<std::string> digests;
+    if (concealed_) return digests;
+    const uint32_t tag = TenantTag(TenantSeed(Tenant(tenant)));
+    for (const auto& [k, media] : present_) {
+      const std::string& key = k.second;
+      if (TenantTag(TenantSeed(k.first)) != tag || key.size() < 65 || key[key.size() - 65] != '@') continue;
+      const std::string digest = key.substr(key.size() - 64);
+      if (digest.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+      if (std::stoull(digest.substr(48), nullptr, 16) == event_hash) digests.insert(digest);
+    }
+    return digests;
+  }
+  bool concealed() const { return concealed_; }
   size_t size() const { return present_.size(); }
   const Cursor& cursor() const { return cursor_; }
   const Counts& counts() const { return counts_; }
