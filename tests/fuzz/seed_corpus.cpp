@@ -308,12 +308,12 @@ class DifferentialStream {
     const int n = 1 + Pick(6);
     Byte(n);
     // Mostly one tenant per batch: the layouts' pages are each under one.
-    const int tenant = Pick(4);
+    const int tenant = Pick(5);
     for (int i = 0; i < n; ++i) {
       const int r = Pick(100);
       const int kind = r < 60 ? Pick(14) : r < 94 ? 14 + Pick(13) : r < 97 ? 27 : 29 + Pick(2);
       Byte(kind);
-      Byte(Pick(5) == 0 ? Pick(4) : tenant);
+      Byte(Pick(5) == 0 ? Pick(5) : tenant);
       if (kind == 27 || kind == 30) continue;
       Key();
       const int label = Pick(10) < 7 ? 0 : Pick(8);
