@@ -19,7 +19,7 @@
 //     sci_index_apply_events (plain rules); at the next sequence, a
 //     duplicate, a gap, a restart at 0, 1 or 2, with event ids continuing,
 //     restarting or absent;
-//   - sci_index_clear; a lost connection (RequireEventContinuity);
+//   - sci_index_clear; a lost connection (sci_index_note_reconnect);
 //   - a resync as feed/resync.cpp drives the index: Conceal, LoadKeys of a
 //     snapshot, buffered batches applied while concealed, Reveal, then the
 //     cursor resumed or not, and the stores deferred or not (DeferStores,
@@ -42,7 +42,9 @@
 //     pages present, none at a faster tier than the reference's keys allow;
 //   - an engine's event hash resolves (Index::DigestOfEventHash) to the one
 //     digest present "@<digest>" keys of the tenant's tag carry, and to
-//     none when none does or two digests share the hash.
+//     none when none does or two digests share the hash (after such a
+//     sharing the index stays unresolved until every key carrying the hash
+//     is gone: allowed, see EventHashes).
 // Once the index has refused an entry for capacity it may rightly hold less
 // than the reference (refused stores and groups, and the media a refused
 // store would have added): from then on only "never more" is asserted --
