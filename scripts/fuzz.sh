@@ -5,7 +5,8 @@
 #
 #   scripts/fuzz.sh HARNESS [SECONDS] [extra libFuzzer flags...]
 #     HARNESS: apply_message_fuzzer | check_pages_fuzzer | layout_json_fuzzer |
-#     vllm_query_fuzzer; SECONDS: default 600.
+#     vllm_query_fuzzer | object_store_fuzzer | index_differential_fuzzer;
+#     SECONDS: default 600.
 #   scripts/fuzz.sh build        only build the harnesses
 #   scripts/fuzz.sh ci [SECONDS] every harness for SECONDS (default 8) from the
 #                                committed corpus and seeds, one after the
@@ -26,7 +27,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 build=$root/build-fuzz
 harness=${1:?usage: scripts/fuzz.sh HARNESS|build|ci [SECONDS] [libFuzzer flags...]}
-harnesses=(apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer vllm_query_fuzzer object_store_fuzzer)
+harnesses=(apply_message_fuzzer check_pages_fuzzer layout_json_fuzzer vllm_query_fuzzer object_store_fuzzer
+           index_differential_fuzzer)
 seconds=${2:-}
 [[ -n $seconds ]] || { [[ $harness == ci ]] && seconds=8 || seconds=600; }
 shift $(( $# >= 2 ? 2 : $# ))
@@ -52,6 +54,7 @@ options() {  # harness: sets max_len and dict
     layout_json_fuzzer) max_len=4096; dict=(-dict=tests/fuzz/layout_json_fuzzer.dict) ;;
     vllm_query_fuzzer) max_len=1024; dict=() ;;
     object_store_fuzzer) max_len=2048; dict=() ;;
+    index_differential_fuzzer) max_len=1024; dict=() ;;
     *) echo "fuzz.sh: unknown harness '$1'" >&2; exit 2 ;;
   esac
 }
@@ -90,7 +93,8 @@ work=$build/fuzz-work/$harness
 artifacts=$build/fuzz-artifacts/$harness
 rm -rf "$build/fuzz-seeds"
 "$build/tests/fuzz/fuzz_seed_corpus" "$build/fuzz-seeds/apply_message_fuzzer" \
-  "$build/fuzz-seeds/check_pages_fuzzer" "$root/testdata/mooncake-publisher"
+  "$build/fuzz-seeds/check_pages_fuzzer" "$root/testdata/mooncake-publisher" \
+  "$build/fuzz-seeds/index_differential_fuzzer"
 # (fuzz_seed_corpus writes no seeds for layout_json_fuzzer: its corpus holds them.)
 mkdir -p "$corpus" "$work" "$artifacts" "$seeds"
 

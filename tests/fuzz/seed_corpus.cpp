@@ -1,16 +1,21 @@
-// Writes the seed inputs of both fuzzers (scripts/fuzz.sh runs it before
+// Writes the seed inputs of three fuzzers (scripts/fuzz.sh runs it before
 // fuzzing; the minimised corpus that grows from them is committed):
 //   fuzz_seed_corpus <apply_message dir> <check_pages dir> <golden capture dir>
+//                    [<index_differential dir>]
 // apply_message seeds: every golden capture message of the real publisher,
 // and one message of each wire format and event shape the decoder knows
 // (production maps, v1 arrays, engine arrays and maps), encoded exactly as
 // docs/wire-formats.md describes, plus a few of the classic malformed shapes.
 // check_pages seeds: small layouts of each family with their pages stored.
+// index_differential seeds: streams drawn from that harness's grammar
+// (IndexDifferentialSeeds below), not random bytes: random bytes seldom
+// store a whole page under its layout's tenant, then remove it by medium.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <msgpack.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -258,11 +263,111 @@ void CheckPagesSeeds(const fs::path& out) {
             tokens + std::string(8, '\0') + Lit("\x00\x03\x02\x01\x00\x00"));
 }
 
+// index_differential_fuzzer inputs, in its reading order (see there): a
+// setup byte (bit 0 the residency rule, bits 1-2 both set: a capacity
+// byte), then steps. A step is an op byte (0-6 a production message, 7-10
+// sci_index_apply_events, 11 a clear, 12 a reconnect, 13 a resync, 14 the
+// end of a deferral, 15 queries only). A batch: a sequence byte (0-9 the
+// next one, 10-11 a duplicate, 12-13 a gap, 14-15 a restart), an event
+// count, per event a kind byte (0-13 stored, 14-26 removed, 27-28
+// tenant-cleared, 29-30 a type nobody knows), a tenant byte and, for an
+// event naming a key, a key byte (a number in the harness's universe, or
+// from 240 the input's bytes), a label byte (0-3 the key's page's group,
+// 4-5 none, 6-7 another: one more byte) and a medium byte; a production
+// message ends with its shape (bit 0: second generation; event ids
+// continuing, restarted or absent). The universe lists each layout's page
+// keys together, so runs of consecutive key numbers store whole pages.
+class DifferentialStream {
+ public:
+  explicit DifferentialStream(uint32_t seed) : random_(seed) {}
+
+  std::string Make() {
+    const uint8_t setup = static_cast<uint8_t>(Pick(8));
+    out_.push_back(static_cast<char>(setup));
+    if ((setup & 6) == 6) Byte(Pick(48));
+    for (int steps = 16 + Pick(48); steps > 0; --steps) Step();
+    return out_;
+  }
+
+ private:
+  int Pick(int n) { return static_cast<int>(random_() % static_cast<uint32_t>(n)); }
+  void Byte(int b) { out_.push_back(static_cast<char>(b)); }
+
+  // The next key of the current run (a page's keys, then the next page's).
+  void Key() {
+    if (Pick(8) == 0) run_ = Pick(36);
+    Byte(run_++ % 36);
+  }
+
+  void Sequence() {
+    const int r = Pick(100);
+    Byte(r < 80 ? 0 : r < 88 ? 10 : r < 95 ? 12 : 14 + Pick(2));
+  }
+
+  void Events() {
+    const int n = 1 + Pick(6);
+    Byte(n);
+    // Mostly one tenant per batch: the layouts' pages are each under one.
+    const int tenant = Pick(5);
+    for (int i = 0; i < n; ++i) {
+      const int r = Pick(100);
+      const int kind = r < 60 ? Pick(14) : r < 94 ? 14 + Pick(13) : r < 97 ? 27 : 29 + Pick(2);
+      Byte(kind);
+      Byte(Pick(5) == 0 ? Pick(5) : tenant);
+      if (kind == 27 || kind == 30) continue;
+      Key();
+      const int label = Pick(10) < 7 ? 0 : Pick(8);
+      Byte(label);
+      if (label >= 6) Byte(Pick(16));
+      const int m = Pick(100);
+      Byte(m < 40 ? 0 : m < 70 ? 1 : Pick(11));
+    }
+  }
+
+  void Step() {
+    const int r = Pick(100);
+    const int op = r < 55 ? Pick(7) : r < 75 ? 7 + Pick(4) : r < 78 ? 11 : r < 81 ? 12 : r < 89 ? 13 : r < 95 ? 14 : 15;
+    Byte(op);
+    if (op <= 10) {
+      Sequence();
+      Events();
+      if (op <= 6) Byte(Pick(10) < 8 ? Pick(2) : Pick(256));
+    } else if (op == 13) {
+      const int keys = Pick(12);
+      Byte(keys);
+      for (int i = 0; i < keys; ++i) Key();
+      const int buffered = Pick(3);
+      Byte(buffered);
+      for (int i = 0; i < buffered; ++i) {
+        Sequence();
+        Events();
+        Byte(Pick(2));
+      }
+      Byte(Pick(4));
+    } else if (op == 14) {
+      Byte(Pick(2));
+    }
+  }
+
+  std::mt19937 random_;
+  std::string out_;
+  int run_ = 0;
+};
+
+void IndexDifferentialSeeds(const fs::path& out) {
+  for (uint32_t seed = 1; seed <= 48; ++seed) {
+    Write(out, "grammar-" + std::to_string(seed), DifferentialStream(seed).Make());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <apply_message seed dir> <check_pages seed dir> <golden capture dir>\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: %s <apply_message seed dir> <check_pages seed dir> <golden capture dir> "
+                 "[<index_differential seed dir>]\n",
+                 argv[0]);
     return 2;
   }
   const fs::path apply(argv[1]), pages(argv[2]), captures(argv[3]);
@@ -274,6 +379,10 @@ int main(int argc, char** argv) {
   EngineSeeds(apply);
   MalformedSeeds(apply);
   CheckPagesSeeds(pages);
+  if (argc == 5) {
+    fs::create_directories(argv[4]);
+    IndexDifferentialSeeds(argv[4]);
+  }
   std::printf("wrote %d seed inputs\n", written);
   return 0;
 }
