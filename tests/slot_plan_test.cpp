@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "index/fingerprint.h"
@@ -72,6 +73,26 @@ TEST(SlotPlan, APlanIsStaleOnceASlotGetsANumber) {
   EXPECT_TRUE(store.PageHas(seed, DigestOf(1), full));
   EXPECT_FALSE(store.PageHas(seed, DigestOf(2), full));
   EXPECT_FALSE(store.PageHas(TenantSeed("other"), DigestOf(1), full));
+}
+
+// A plan that proves nothing answers no page, in every build: one never
+// resolved, one moved from, one of no names. (A review found a moved-from
+// plan answering every page present.)
+TEST(SlotPlan, APlanThatProvesNothingAnswersNoPage) {
+  ObjectStore store;
+  const uint64_t seed = TenantSeed("");
+  for (const SlotName& slot : Tp2()) store.Store(seed, KeyOf(slot.prefix, DigestOf(1), slot.suffix), 0);
+  SlotPlan resolved = store.ResolvePlan(Tp2());
+  ASSERT_TRUE(store.PageHas(seed, DigestOf(1), resolved));
+  const SlotPlan moved = std::move(resolved);
+  EXPECT_TRUE(store.PageHas(seed, DigestOf(1), moved));
+  EXPECT_FALSE(resolved.current(store.slot_names()));  // NOLINT(bugprone-use-after-move): what is tested
+  EXPECT_FALSE(resolved.proves_something());            // NOLINT(bugprone-use-after-move)
+  EXPECT_FALSE(SlotPlan().proves_something());
+  const SlotPlan empty = store.ResolvePlan({});
+  EXPECT_TRUE(empty.current(store.slot_names()));
+  EXPECT_FALSE(store.PageHas(seed, DigestOf(2), empty));
+  EXPECT_FALSE(store.PageHas(seed, DigestOf(1), empty));
 }
 
 // Random stores and removals of several layouts' keys, with slot numbers

@@ -11,6 +11,11 @@
 //
 // Found by CI: RedisConnection::Cancel shuts the socket down for writing;
 // a command written after it killed the test process (exit 141).
+//
+// Limit (libpq's too): a SIGPIPE someone sends the process or this thread
+// on purpose (kill, pthread_kill) while a block is up is taken with the
+// one the write raised, and the host's handler does not run for it. No
+// program sends SIGPIPE as a message; a lost one is the lesser harm.
 #pragma once
 
 #include <pthread.h>

@@ -493,6 +493,13 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
   // its other media).
   const uint8_t was_tier = TierOfMedia(entry->media());
   entry->set_media(medium);
+  // Mirrored as soon as the key table holds the key and its media: what
+  // follows changes groups and tails only, and may throw (a review found a
+  // failed group or tail allocation leaving the shadow a key behind).
+  ShadowWrite([&](ObjectStore& shadow) {
+    shadow.Store(key.tenant_seed, key.object_key, stored_medium);
+    return true;
+  });
   const uint8_t tier = TierOfMedia(medium);
   if (tier != was_tier) {
     CountKeyAtTier(was_tier, false);
@@ -523,7 +530,6 @@ void Index::StoreKey(const KeyName& key, const Fingerprint* group, const Fingerp
     }
   }
   AddTail(key, next);
-  ShadowWrite([&](ObjectStore& shadow) { shadow.Store(key.tenant_seed, key.object_key, stored_medium); });
 }
 
 bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
@@ -545,8 +551,13 @@ bool Index::KeptOnAnotherMedium(const KeyName& key, MediaSet medium) {
     Retier(entry->group(), was_tier, TierOfMedia(left));
   }
   ShadowWrite([&](ObjectStore& shadow) {
+    const uint64_t dropped = shadow.removals_dropped_for_memory();
     const bool went = shadow.Remove(key.tenant_seed, key.object_key, medium);
+    // The page store drops a slot whose media left it cannot record (a
+    // miss it chooses); the key table kept the key: no longer a mirror.
+    if (went && shadow.removals_dropped_for_memory() != dropped) return false;
     SCI_DCHECK(!went, "I46: the page store keeps a key on its other media as the key table does");
+    return true;
   });
   return true;
 }
@@ -557,6 +568,7 @@ void Index::RemoveKey(const KeyName& key, const Fingerprint* label) {
   ShadowWrite([&](ObjectStore& shadow) {
     const bool went = shadow.Remove(key.tenant_seed, key.object_key, 0);
     SCI_DCHECK(went == keys.contains(packed), "I46: the page store held the key the key table removes");
+    return true;
   });
   if (KeyEntry* found = keys.find(packed)) {
     const GroupRef ref = found->group();
@@ -822,12 +834,14 @@ void Index::EmptyTables() {
     key_count_.fetch_sub(key_shards_[i].size(), std::memory_order_relaxed);
     key_shards_[i].swap(gone);
   }
+#if SCI_DCHECK_ENABLED  // (a release build holds no shadow: no extra hold of the lock)
   {
     WriterLock lock(tables_lock_);
     if (shadow_ != nullptr) shadow_->Clear();
     shadow_valid_ = true;  // empty, as the tables
     shadow_settling_ = false;
   }
+#endif
   // No key refers to any group now: every ref is free again.
   refs_.resize(1);
   free_refs_.clear();
@@ -847,10 +861,12 @@ void Index::ClearTenant(uint64_t tenant_seed) {
   // same hold, as by a removal. Keys of another tenant with the same tag go
   // too: a miss, never a false hit.
   constexpr size_t kBucketsPerHold = 4096;
+#if SCI_DCHECK_ENABLED
   {
     WriterLock lock(tables_lock_);
     shadow_settling_ = true;
   }
+#endif
   // The page summary first: an entry vouches for keys, so the tenant's go
   // before any of its keys does (a page without one is checked key by key).
   for (size_t b = 0;; b += kBucketsPerHold) {
@@ -890,12 +906,17 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     WriterLock lock(tables_lock_);
     more = event_digests_.HasTag(tag) && event_digests_.EraseTagRun(tag, &walk, kBucketsPerHold);
   }
+#if SCI_DCHECK_ENABLED
   {
     WriterLock lock(tables_lock_);
-    ShadowWrite([&](ObjectStore& shadow) { shadow.ClearTenant(tenant_seed); });
+    ShadowWrite([&](ObjectStore& shadow) {
+      shadow.ClearTenant(tenant_seed);
+      return true;
+    });
     shadow_settling_ = false;
     CheckShadowCount();
   }
+#endif
 }
 
 // ------------------------------------------------- the shadow store (I46) --
@@ -904,7 +925,9 @@ template <typename Write>
 void Index::ShadowWrite(Write&& write) {
   if (shadow_ == nullptr || !shadow_valid_) return;
   try {
-    write(*shadow_);
+    // False: the write did what the store's rules say for a failure, which
+    // the key tables did not do.
+    if (!write(*shadow_)) shadow_valid_ = false;
   } catch (const std::bad_alloc&) {
     shadow_valid_ = false;  // it may lack this key: unchecked until the next full clear
   }

@@ -76,7 +76,8 @@ bool ObjectStore::Contains(uint64_t tenant_seed, std::string_view key) const {
 
 bool ObjectStore::PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const {
   SCI_DCHECK(plan.current(slot_names_), "a plan resolved since the last slot was numbered");
-  if (plan.never_present()) return false;
+  // Checked in every build: an unresolved or empty plan is a miss.
+  if (plan.never_present() || !plan.proves_something()) return false;
   for (const SlotPlan::Bank& bank : plan.banks()) {
     const uint64_t slots = pages_.Slots(PageStore::PageKey(tenant_seed, digest, bank.bank));
     if ((slots & bank.required) != bank.required) return false;

@@ -80,6 +80,7 @@ class ObjectStore {
   const PageStore& pages() const { return pages_; }
   const SlotNames& slot_names() const { return slot_names_; }
   size_t whole_keys() const { return whole_.size(); }
+  uint64_t removals_dropped_for_memory() const { return pages_.removals_dropped_for_memory(); }
   // New keys that carry a digest but were filed whole because every slot
   // number was taken (SlotNames::kCapacity): each costs a per-object entry
   // (~20 B) instead of a bit. It stays 0 on a pool of a few layouts; a

@@ -129,7 +129,7 @@ class PageStore {
         SetMedia(page, *entry, slot, left);
         return false;
       } catch (const std::bad_alloc&) {
-        // Dropped below instead.
+        ++removals_dropped_for_memory_;  // dropped below instead
       }
     }
     const uint64_t slots = entry->slots() & ~bit;
@@ -242,6 +242,9 @@ class PageStore {
 
   size_t entries() const { return table_.size(); }
   uint64_t slots_present() const { return slots_present_; }
+  // Removals from one medium that dropped the whole slot because the media
+  // left could not be recorded (Remove): a miss the store chose.
+  uint64_t removals_dropped_for_memory() const { return removals_dropped_for_memory_; }
   size_t mixed_pages() const { return mixed_.size(); }
   size_t allocated_bytes() const {
     return table_.allocated_bytes() + mixed_.size() * (sizeof(MixedRow) + 2 * sizeof(void*)) + mixed_.bucket_count() * sizeof(void*);
@@ -312,6 +315,7 @@ class PageStore {
   // a failed insertion changes nothing (see SlotNames).
   std::unordered_map<Fingerprint, std::array<MediaSet, SlotNames::kBankSlots>, IdHash> mixed_;
   uint64_t slots_present_ = 0;
+  uint64_t removals_dropped_for_memory_ = 0;
 };
 
 }  // namespace sci

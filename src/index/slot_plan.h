@@ -48,7 +48,25 @@ class SlotPlan {
     uint64_t required = 0;
   };
 
-  SlotPlan() = default;
+  SlotPlan() = default;  // unresolved: answers no page
+  // A moved-from plan is unresolved again, so that it answers no page (a
+  // review found one that kept `current()` with its lists emptied: every
+  // page a hit).
+  SlotPlan(SlotPlan&& other) noexcept { *this = std::move(other); }
+  SlotPlan& operator=(SlotPlan&& other) noexcept {
+    resolved_ = std::exchange(other.resolved_, false);
+    numbers_seen_ = other.numbers_seen_;
+    never_present_ = other.never_present_;
+    banks_ = std::move(other.banks_);
+    whole_ = std::move(other.whole_);
+    by_key_ = std::move(other.by_key_);
+    other.banks_.clear();
+    other.whole_.clear();
+    other.by_key_.clear();
+    return *this;
+  }
+  SlotPlan(const SlotPlan&) = default;
+  SlotPlan& operator=(const SlotPlan&) = default;
 
   // May throw bad_alloc (a plan is the reader's own memory).
   static SlotPlan Resolve(const SlotNames& names, const std::vector<SlotName>& slots) {
@@ -79,6 +97,9 @@ class SlotPlan {
 
   // Some slot was never stored: no page is present.
   bool never_present() const { return never_present_; }
+  // Whether a page can be proven present by this plan at all: resolved,
+  // and naming at least one key (a plan of no names proves nothing).
+  bool proves_something() const { return resolved_ && (!banks_.empty() || !whole_.empty() || !by_key_.empty()); }
   const std::vector<Bank>& banks() const { return banks_; }
   const std::vector<SlotName>& whole() const { return whole_; }
   const std::vector<SlotName>& by_key() const { return by_key_; }
