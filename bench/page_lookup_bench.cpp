@@ -118,72 +118,6 @@ void BM_Fingerprint(benchmark::State& state, const std::string& layout) {
   state.counters["key_bytes"] = static_cast<double>(key.size());
 }
 
-// Looks up `fingerprints` 16 at a time (one tp8 page per ContainsAll), all present.
-void RunContainsAll(benchmark::State& state, const Index& index, const std::vector<Fingerprint>& fingerprints) {
-  constexpr size_t kPerPage = 16;
-  size_t at = 0;
-  bool all = true;
-  for (auto _ : state) {
-    all &= index.ContainsAll(std::span<const Fingerprint>(fingerprints.data() + at, kPerPage));
-    at += kPerPage;
-    if (at == fingerprints.size()) at = 0;
-  }
-  if (!all) state.SkipWithError("a key expected present was missing");
-  const auto per = benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
-  state.counters["per_key"] = benchmark::Counter(kPerPage, per);
-}
-
-void BM_ContainsAll(benchmark::State& state, const std::string& size) {
-  QueryFixture& fixture = QueryFixture::ForSize(SizeNamed(size));
-  const Request& request = fixture.request(RequestSpec{"tp8", kPages, HitMix::kAll});
-  std::vector<Fingerprint> fingerprints;
-  const uint64_t seed = request.layout->tenant_seed();
-  for (size_t page = 0; page < kPages; ++page) {
-    for (const std::string& key : request.layout->KeysFor(request.hashes[page], page, kPages)) {
-      fingerprints.push_back(FingerprintOf(seed, key));
-    }
-  }
-  RunContainsAll(state, fixture.index(), fingerprints);
-}
-
-void BM_ContainsAllCold(benchmark::State& state, const std::string& size) {
-  QueryFixture& fixture = QueryFixture::ForSize(SizeNamed(size));
-  // Foreign pages 0.. fill the index after the requests (query_fixture.h):
-  // sample whole pages of them at random over the table.
-  const uint64_t foreign_pages = fixture.foreign_keys() / 16;  // whole pages only
-  const uint64_t seed = TenantSeed("");
-  std::vector<Fingerprint> fingerprints;
-  constexpr size_t kSampledPages = 8192;
-  for (size_t i = 0; i < kSampledPages; ++i) {
-    const uint64_t page = SplitMix64(i) % foreign_pages;
-    const std::string hash = ForeignPageHash(page, fixture.size());
-    for (int slot = 0; slot < 16; ++slot) {
-      fingerprints.push_back(
-          FingerprintOf(seed, hash + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v")));
-    }
-  }
-  RunContainsAll(state, fixture.index(), fingerprints);
-}
-
-void BM_ProbeGroup(benchmark::State& state) {
-  QueryFixture& fixture = QueryFixture::ForSize(SizeNamed("1m"));
-  const Request& request = fixture.request(RequestSpec{"tp8", kPages, HitMix::kAll});
-  std::vector<uint8_t> hits(kPages);
-  CheckPages(fixture.index(), *request.layout, request.tokens, kPageSize, hits);  // verifies the groups
-  std::vector<Fingerprint> groups;
-  for (const std::string& hash : request.hashes) {
-    groups.push_back(FingerprintOf(request.layout->tenant_seed(), request.layout->GroupId(hash)));
-  }
-  const LayoutId id = request.layout->LevelFor(0, kPages).id;
-  size_t at = 0;
-  bool verified = true;
-  for (auto _ : state) {
-    verified &= fixture.index().ProbeGroup(groups[at], id).verified;
-    if (++at == groups.size()) at = 0;
-  }
-  if (!verified) state.SkipWithError("a group expected verified was not");
-}
-
 const bool kRegistered = [] {
   for (const char* layout : {"tp1", "tp8", "tp8pp2", "mla", "pools6"}) {
     QueryFixture::Register(SizeNamed("1m"), RequestSpec{layout, kPages, HitMix::kAll});
@@ -210,14 +144,6 @@ const bool kRegistered = [] {
   benchmark::RegisterBenchmark("page_lookup/tp8/p169/keys:10k/hits:all/paired", BM_PageLookupPaired,
                                std::string("tp8"), std::string("10k"))
       ->Unit(benchmark::kMicrosecond);
-  for (const char* size : {"10k", "1m", "10m"}) {
-    QueryFixture::Register(SizeNamed(size), RequestSpec{"tp8", kPages, HitMix::kAll});
-    benchmark::RegisterBenchmark((std::string("primitives/contains_all/keys:") + size).c_str(), BM_ContainsAll,
-                                 std::string(size));
-    benchmark::RegisterBenchmark((std::string("primitives/contains_all_cold/keys:") + size).c_str(),
-                                 BM_ContainsAllCold, std::string(size));
-  }
-  benchmark::RegisterBenchmark("primitives/probe_group/keys:1m", BM_ProbeGroup);
   return true;
 }();
 

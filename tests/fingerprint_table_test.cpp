@@ -6,6 +6,7 @@
 // (group ids): which strings are hash-ended, what tells them apart, and how
 // evenly they spread.
 #include "index/fingerprint_table.h"
+#include "index/page_store.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +23,6 @@
 #include "index/fingerprint.h"
 #include "index/index.h"
 #include "index/key_entry.h"
-#include "index/page_tails.h"
 
 namespace sci {
 namespace {
@@ -144,9 +144,9 @@ struct SevenByDefault {
 TEST(FingerprintTable, AnEmptyBucketIsZeroBytesForTheIndexsValues) {
   EXPECT_TRUE(FingerprintTable<uint32_t>::EmptyBucketIsZeroBytes());
   EXPECT_TRUE(FingerprintTable<KeyEntry>::EmptyBucketIsZeroBytes());
-  EXPECT_TRUE((FingerprintTable<PageTails, 2>::EmptyBucketIsZeroBytes()));
+  EXPECT_TRUE((FingerprintTable<PageEntry, 2>::EmptyBucketIsZeroBytes()));
   EXPECT_FALSE(FingerprintTable<SevenByDefault>::EmptyBucketIsZeroBytes());  // what it would catch
-  EXPECT_TRUE(Index::TablesStartAsZeroBytes());  // keys, groups, page summary
+  EXPECT_TRUE(Index::TablesStartAsZeroBytes());  // page entries, whole keys
 }
 
 TEST(FingerprintTable, ClearFreesEverything) {

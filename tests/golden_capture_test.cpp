@@ -172,7 +172,7 @@ TEST_F(GoldenApply, BasicLeavesExactlyTheExpectedKeysPerTenant) {
 
   const Stats stats = index_.GetStats();
   EXPECT_EQ(stats.keys, 2u);
-  EXPECT_EQ(stats.groups, 1u);  // k is still stored under the page's group
+  EXPECT_EQ(stats.groups, 1u);  // the page's entry: k is still present
   EXPECT_EQ(stats.verified_groups, 0u);
   EXPECT_EQ(stats.batches_applied, 5u);
   EXPECT_EQ(stats.events_applied, 5u);
@@ -180,70 +180,20 @@ TEST_F(GoldenApply, BasicLeavesExactlyTheExpectedKeysPerTenant) {
   EXPECT_EQ(stats.last_sequence, 5u);
 }
 
-TEST_F(GoldenApply, BasicGroupStatesFollowEachMessage) {
+// The page store after each message of the capture: k and v are slots of
+// one page's entry (the `groups` row since 1.4), which stays while either
+// is present; the other tenant's key has no digest and is kept whole.
+TEST_F(GoldenApply, BasicPageEntryFollowsEachMessage) {
   const std::vector<GoldenMessage> messages = LoadCapture("basic");
   ASSERT_EQ(messages.size(), 5u);
-  const std::string group = "sglang-hicache:" + std::string(kPageHash);
-  constexpr LayoutId kLayout = 1;
-
-  // Stored k: the group exists, unverified.
-  Apply(messages[0]);
-  GroupProbe probe = index_.ProbeGroup(Group(group), kLayout);
-  EXPECT_TRUE(probe.exists);
-  EXPECT_FALSE(probe.verified);
-  const uint64_t first_generation = probe.generation;
-  // A query that proved the page can verify it.
-  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
-  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
-
-  // Stored v, same group: a new object of the group drops the verification.
-  Apply(messages[1]);
-  probe = index_.ProbeGroup(Group(group), kLayout);
-  EXPECT_TRUE(probe.exists);
-  EXPECT_FALSE(probe.verified);
-  EXPECT_NE(probe.generation, first_generation);
-  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
-
-  // A key in another tenant, no group: the group is untouched.
-  Apply(messages[2]);
-  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
-  EXPECT_FALSE(index_.ProbeGroup(Group(group, "tenant-a"), kLayout).exists);
-
-  // Removal of v with the group id: the group loses its verification, and
-  // stays known while k is still stored under it.
-  Apply(messages[3]);
-  probe = index_.ProbeGroup(Group(group), kLayout);
-  EXPECT_TRUE(probe.exists);
-  EXPECT_FALSE(probe.verified);
-  EXPECT_EQ(index_.GetStats().groups, 1u);
-  ASSERT_TRUE(index_.MarkVerified(Group(group), probe, kLayout));
-
-  // Unlabelled removal of 0x2a: nothing to remove, and no key of the group
-  // goes, so its verification stands.
-  Apply(messages[4]);
-  EXPECT_TRUE(index_.ProbeGroup(Group(group), kLayout).verified);
-  EXPECT_EQ(index_.GetStats().verified_groups, 1u);
-  EXPECT_EQ(index_.GetStats().keys, 2u);
-}
-
-TEST_F(GoldenApply, UnlabelledRemovalInBasicKeepsUnrelatedGroupsVerified) {
-  const std::vector<GoldenMessage> messages = LoadCapture("basic");
-  ASSERT_EQ(messages.size(), 5u);
-  for (size_t m = 0; m < 4; ++m) Apply(messages[m]);
-  // A group verified just before the unlabelled removal of 0x2a: that key
-  // was never stored under it, so no verification of it leaned on 0x2a.
-  index_.ApplyBatch(5, std::vector<Event>{Event{EventKind::kStored, "other_0_k", "g-other", {}, "cpu"}});
-  const GroupProbe probe = index_.ProbeGroup(Group("g-other"), 1);
-  ASSERT_TRUE(index_.MarkVerified(Group("g-other"), probe, 1));
-  // basic's message 4 has sequence 5, now a duplicate: replay it under 6 by
-  // re-framing its payload.
-  GoldenMessage removal = messages[4];
-  removal.frames[1] = std::string("\0\0\0\0\0\0\0\x06", 8);
-  Apply(removal);
-  EXPECT_TRUE(index_.ProbeGroup(Group("g-other"), 1).verified);
-  // Removing other_0_k itself, unlabelled as in basic, reaches g-other.
-  index_.ApplyBatch(7, std::vector<Event>{Event{EventKind::kRemoved, "other_0_k", {}, {}, "cpu"}});
-  EXPECT_FALSE(index_.ProbeGroup(Group("g-other"), 1).exists);
+  const uint64_t expected_keys[] = {1, 2, 3, 2, 2};
+  for (size_t m = 0; m < messages.size(); ++m) {
+    Apply(messages[m]);
+    const Stats stats = index_.GetStats();
+    EXPECT_EQ(stats.groups, 1u) << "after message " << m;
+    EXPECT_EQ(stats.keys, expected_keys[m]) << "after message " << m;
+    EXPECT_EQ(index_.Inconsistency(), "") << "after message " << m;
+  }
 }
 
 TEST_F(GoldenApply, OverflowCountsExactlyTwentyFiveGaps) {

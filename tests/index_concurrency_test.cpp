@@ -129,55 +129,6 @@ TEST_P(IndexConcurrency, NoReaderSeesAKeyRemovedBeforeItsQueryBegan) {
   EXPECT_EQ(index.GetStats().keys, 0u);
 }
 
-TEST_P(IndexConcurrency, VerificationRacingWithRemovalsNeverTrustsAMissingKey) {
-  // Readers prove groups of two keys and mark them verified while the writer
-  // removes one key of each group without a group label (which must reach
-  // the group the key was stored under), one medium a batch. Afterwards no
-  // group may still be verified: each has lost a key.
-  Index index(Options());
-  constexpr int kGroups = 2000;
-  std::vector<std::string> names, k1, k2;
-  for (int g = 0; g < kGroups; ++g) {
-    names.push_back("g" + std::to_string(g));
-    k1.push_back(names.back() + "_0_k");
-    k2.push_back(names.back() + "_0_v");
-  }
-  std::vector<Event> stored;
-  for (int g = 0; g < kGroups; ++g) {
-    std::ranges::copy(OnMedia(EventKind::kStored, k1[g], names[g]), std::back_inserter(stored));
-    std::ranges::copy(OnMedia(EventKind::kStored, k2[g], names[g]), std::back_inserter(stored));
-  }
-  index.ApplyBatch(1, stored);
-  const uint64_t seed = TenantSeed("");
-  std::atomic<bool> done{false};
-
-  std::vector<std::thread> readers;
-  for (int r = 0; r < kReaders; ++r) {
-    readers.emplace_back([&, r] {
-      int g = r;
-      while (!done.load(std::memory_order_acquire)) {
-        g = (g + 7) % kGroups;
-        const Fingerprint group = FingerprintOf(seed, names[g]);
-        const GroupProbe probe = index.ProbeGroup(group, 1);
-        if (probe.verified || !probe.exists) continue;
-        const Fingerprint keys[] = {FingerprintOf(seed, k1[g]), FingerprintOf(seed, k2[g])};
-        if (index.CheckKeys(keys, probe.ref).all_under_group) index.MarkVerified(group, probe, 1);
-      }
-    });
-  }
-  uint64_t sequence = 2;
-  for (int g = 0; g < kGroups; ++g) {
-    for (const Event& removal : OnMedia(EventKind::kRemoved, k2[g])) index.ApplyBatch(sequence++, std::span(&removal, 1));
-  }
-  done.store(true, std::memory_order_release);
-  for (std::thread& t : readers) t.join();
-
-  for (int g = 0; g < kGroups; ++g) {
-    EXPECT_FALSE(index.ProbeGroup(FingerprintOf(seed, names[g]), 1).verified) << names[g];
-  }
-  EXPECT_EQ(index.GetStats().verified_groups, 0u);
-}
-
 // The writer clears tenant-a, whose keys it stored on two media, while the
 // readers ask for its keys and tenant-b's: once the clear is applied no
 // query that begins after it finds a tenant-a key, and tenant-b's keys are

@@ -30,14 +30,6 @@ class IndexSemantics : public ::testing::Test {
   static Fingerprint Group(std::string_view group, std::string_view tenant = {}) {
     return FingerprintOf(TenantSeed(tenant), group);
   }
-  // What a page query does once it has proved every key of the group.
-  bool Verify(std::string_view group, LayoutId layout = kLayout) {
-    const GroupProbe probe = index_.ProbeGroup(Group(group), layout);
-    return index_.MarkVerified(Group(group), probe, layout);
-  }
-  bool IsVerified(std::string_view group, LayoutId layout = kLayout) const {
-    return index_.ProbeGroup(Group(group), layout).verified;
-  }
   Stats stats() const { return index_.GetStats(); }
 
   Index index_;
@@ -89,12 +81,10 @@ TEST_F(IndexSemantics, ConsecutiveBatchesAdvanceTheCursor) {
 
 TEST_F(IndexSemantics, GapClearsKeysAndGroupsThenAppliesTheBatch) {
   Apply(1, {Stored("a", "g"), Stored("b", "h")});
-  ASSERT_TRUE(Verify("g"));
   Apply(3, {Stored("c")});
   EXPECT_FALSE(Has("a"));
   EXPECT_FALSE(Has("b"));
   EXPECT_TRUE(Has("c"));
-  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
   EXPECT_EQ(stats().keys, 1u);
   EXPECT_EQ(stats().groups, 0u);
   EXPECT_EQ(stats().verified_groups, 0u);
@@ -176,26 +166,6 @@ TEST_F(IndexSemantics, UnknownEventTypeIsIgnoredAndCounted) {
   EXPECT_EQ(stats().ignored_events, 1u);
 }
 
-TEST_F(IndexSemantics, StoredWithGroupCreatesAnUnverifiedGroup) {
-  Apply(1, {Stored("a", "g")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  EXPECT_TRUE(probe.exists);
-  EXPECT_FALSE(probe.verified);
-  EXPECT_EQ(stats().groups, 1u);
-  EXPECT_EQ(stats().verified_groups, 0u);
-}
-
-TEST_F(IndexSemantics, StoredObjectInvalidatesItsGroupsVerification) {
-  Apply(1, {Stored("a", "g"), Stored("b", "g")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(IsVerified("g"));
-  EXPECT_EQ(stats().verified_groups, 1u);
-  Apply(2, {Stored("c", "g")});
-  EXPECT_FALSE(IsVerified("g"));
-  EXPECT_EQ(stats().verified_groups, 0u);
-  EXPECT_TRUE(index_.ProbeGroup(Group("g"), kLayout).exists);
-}
-
 TEST_F(IndexSemantics, RemovedRemovesTheKeyWhateverTheMedium) {
   Apply(1, {Stored("a", "", "", "disk")});
   Apply(2, {Removed("a", "", "", "cpu")});
@@ -210,104 +180,8 @@ TEST_F(IndexSemantics, RemovingAnAbsentKeyChangesNothing) {
   EXPECT_EQ(stats().keys, 1u);
 }
 
-TEST_F(IndexSemantics, RemovalInvalidatesItsKeysGroupWhichGoesWithItsLastKey) {
-  Apply(1, {Stored("a", "g"), Stored("b", "g")});
-  ASSERT_TRUE(Verify("g"));
-  Apply(2, {Removed("a", "g")});
-  EXPECT_FALSE(IsVerified("g"));
-  EXPECT_TRUE(index_.ProbeGroup(Group("g"), kLayout).exists);  // b is still stored under it
-  EXPECT_EQ(stats().verified_groups, 0u);
-  EXPECT_TRUE(Has("b"));
-  Apply(3, {Removed("b")});
-  EXPECT_FALSE(index_.ProbeGroup(Group("g"), kLayout).exists);
-  EXPECT_EQ(stats().groups, 0u);
-}
-
-TEST_F(IndexSemantics, LabelledRemovalKeepsOtherGroupsVerified) {
-  Apply(1, {Stored("a", "g"), Stored("b", "h")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("h"));
-  Apply(2, {Removed("a", "g")});
-  EXPECT_TRUE(IsVerified("h"));
-  EXPECT_EQ(stats().verified_groups, 1u);
-}
-
-// 1.1: a group is only ever verified through keys stored under it, so a
-// removal reaches every group it can matter to through its key.
-TEST_F(IndexSemantics, UnlabelledRemovalInvalidatesOnlyItsOwnKeysGroup) {
-  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("h"));
-  // A key stored under no group: no verification can lean on it.
-  Apply(2, {Removed("c")});
-  EXPECT_TRUE(IsVerified("g"));
-  EXPECT_TRUE(IsVerified("h"));
-  // A key stored under g, removed without a label: g, and only g.
-  Apply(3, {Removed("a")});
-  EXPECT_FALSE(IsVerified("g"));
-  EXPECT_TRUE(IsVerified("h"));
-  EXPECT_EQ(stats().verified_groups, 1u);
-  EXPECT_EQ(stats().groups, 2u);  // a2 keeps g known: it can be proven again
-  EXPECT_TRUE(Verify("g"));
-}
-
-TEST_F(IndexSemantics, MislabelledRemovalInvalidatesTheKeysGroupAndTheLabelledOneOnly) {
-  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c", "k")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("h"));
-  ASSERT_TRUE(Verify("k"));
-  // a was stored under g; the removal names h (a publisher bug).
-  Apply(2, {Removed("a", "h")});
-  EXPECT_FALSE(Has("a"));
-  EXPECT_FALSE(IsVerified("g")) << "the group a was stored under must not stay verified without it";
-  EXPECT_FALSE(IsVerified("h"));
-  EXPECT_TRUE(IsVerified("k")) << "an unrelated group keeps its verification";
-  EXPECT_EQ(stats().verified_groups, 1u);
-  // A label naming a group nobody knows creates nothing.
-  Apply(3, {Removed("zzz", "nobody")});
-  EXPECT_FALSE(index_.ProbeGroup(Group("nobody"), kLayout).exists);
-  EXPECT_TRUE(IsVerified("k"));
-}
-
-TEST_F(IndexSemantics, KeyRestoredUnderAnotherGroupInvalidatesBoth) {
-  Apply(1, {Stored("a", "g"), Stored("a2", "g"), Stored("b", "h"), Stored("c", "k")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("h"));
-  ASSERT_TRUE(Verify("k"));
-  Apply(2, {Stored("a", "h")});
-  EXPECT_FALSE(IsVerified("g")) << "g lost a key";
-  EXPECT_FALSE(IsVerified("h")) << "h gained one";
-  EXPECT_TRUE(IsVerified("k"));
-  // a now belongs to h: its later removal reaches h, not g.
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("h"));
-  Apply(3, {Removed("a")});
-  EXPECT_TRUE(IsVerified("g"));
-  EXPECT_FALSE(IsVerified("h"));
-  // Re-stored with no group: it leaves its group, which is invalidated.
-  ASSERT_TRUE(Verify("g"));
-  Apply(4, {Stored("a2")});
-  EXPECT_FALSE(IsVerified("g"));
-}
-
-TEST_F(IndexSemantics, KeysRememberTheGroupOfTheirLatestStore) {
-  Apply(1, {Stored("a", "g"), Stored("b"), Stored("c", "h")});
-  const std::vector<Fingerprint> a = {FingerprintOf(TenantSeed({}), "a")};
-  const std::vector<Fingerprint> b = {FingerprintOf(TenantSeed({}), "b")};
-  const std::vector<Fingerprint> ac = {a[0], FingerprintOf(TenantSeed({}), "c")};
-  const GroupRef g = index_.ProbeGroup(Group("g"), kLayout).ref;
-  ASSERT_NE(g, kNoGroup);
-  EXPECT_TRUE(index_.CheckKeys(a, g).all_under_group);
-  EXPECT_FALSE(index_.CheckKeys(b, g).all_under_group) << "stored under no group";
-  EXPECT_TRUE(index_.CheckKeys(b, g).all_present);
-  EXPECT_FALSE(index_.CheckKeys(ac, g).all_under_group) << "c was stored under h";
-  EXPECT_TRUE(index_.CheckKeys(ac, g).all_present);
-  EXPECT_FALSE(index_.CheckKeys(a, kNoGroup).all_under_group);
-}
-
 TEST_F(IndexSemantics, AllClearedEventClearsKeysAndGroupsAndLaterEventsStillApply) {
   Apply(1, {Stored("a", "g")});
-  ASSERT_TRUE(Verify("g"));
   Apply(2, {Stored("b"), AllCleared(), Stored("c")});
   EXPECT_FALSE(Has("a"));
   EXPECT_FALSE(Has("b"));
@@ -339,106 +213,21 @@ TEST_F(IndexSemantics, EmptyTenantMeansDefault) {
   EXPECT_TRUE(Has("b", "default"));
 }
 
-TEST_F(IndexSemantics, GroupsAreScopedByTenant) {
-  Apply(1, {Stored("a", "g", "tenant-a"), Stored("a", "g", "tenant-b")});
-  const Fingerprint ga = Group("g", "tenant-a");
-  ASSERT_TRUE(index_.MarkVerified(ga, index_.ProbeGroup(ga, kLayout), kLayout));
-  Apply(2, {Removed("a", "g", "tenant-b")});
-  EXPECT_TRUE(index_.ProbeGroup(ga, kLayout).verified);
-  EXPECT_FALSE(index_.ProbeGroup(Group("g", "tenant-b"), kLayout).exists);
-}
-
-// ---- verification and its guards ----
-
-TEST_F(IndexSemantics, VerificationIsValidOnlyForTheLayoutThatMadeIt) {
-  Apply(1, {Stored("a", "g")});
-  ASSERT_TRUE(Verify("g", kLayout));
-  EXPECT_TRUE(IsVerified("g", kLayout));
-  EXPECT_FALSE(IsVerified("g", kOtherLayout));
-}
-
-TEST_F(IndexSemantics, UnknownGroupCannotBeVerified) {
-  EXPECT_FALSE(Verify("nobody"));
-  EXPECT_EQ(stats().verified_groups, 0u);
-}
-
-TEST_F(IndexSemantics, StoredEventBetweenProbeAndMarkLeavesGroupUnverified) {
-  Apply(1, {Stored("a", "g")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  Apply(2, {Stored("b", "g")});  // lands while the query checks keys
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-  EXPECT_FALSE(IsVerified("g"));
-  EXPECT_EQ(stats().verified_groups, 0u);
-}
-
-TEST_F(IndexSemantics, UnlabelledRemovalOfAGroupsKeyBetweenProbeAndMarkLeavesGroupUnverified) {
-  Apply(1, {Stored("a", "g"), Stored("b", "g"), Stored("x")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  Apply(2, {Removed("b")});
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-  EXPECT_FALSE(IsVerified("g"));
-}
-
-TEST_F(IndexSemantics, KeyMovedToAnotherGroupBetweenProbeAndMarkLeavesGroupUnverified) {
-  Apply(1, {Stored("a", "g"), Stored("b", "g")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  Apply(2, {Stored("b", "h")});
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-}
-
-TEST_F(IndexSemantics, UnrelatedRemovalBetweenProbeAndMarkDoesNotStopTheMark) {
-  Apply(1, {Stored("a", "g"), Stored("x")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  Apply(2, {Removed("x")});
-  EXPECT_TRUE(index_.MarkVerified(Group("g"), probe, kLayout));
-}
-
-TEST_F(IndexSemantics, GroupErasedAndRestoredBetweenProbeAndMarkIsNotVerified) {
-  Apply(1, {Stored("a", "g"), Stored("b", "g")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  // Same batch: the group is removed and re-created; its generation must
-  // still differ from what the probe saw.
-  Apply(2, {Removed("a", "g"), Stored("c", "g")});
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-}
-
-TEST_F(IndexSemantics, GapBetweenProbeAndMarkLeavesGroupUnverified) {
-  Apply(1, {Stored("a", "g")});
-  const GroupProbe probe = index_.ProbeGroup(Group("g"), kLayout);
-  Apply(7, {Stored("a", "g")});
-  EXPECT_FALSE(index_.MarkVerified(Group("g"), probe, kLayout));
-}
-
-TEST_F(IndexSemantics, ReverifyingUnderAnotherLayoutMovesTheTrust) {
-  Apply(1, {Stored("a", "g")});
-  ASSERT_TRUE(Verify("g", kLayout));
-  ASSERT_TRUE(Verify("g", kOtherLayout));
-  EXPECT_TRUE(IsVerified("g", kOtherLayout));
-  EXPECT_FALSE(IsVerified("g", kLayout));
-  EXPECT_EQ(stats().verified_groups, 1u);
-}
-
-TEST_F(IndexSemantics, VerifyingTwiceCountsOnce) {
-  Apply(1, {Stored("a", "g")});
-  ASSERT_TRUE(Verify("g"));
-  ASSERT_TRUE(Verify("g"));
-  EXPECT_EQ(stats().verified_groups, 1u);
-}
-
 // ---- bounds ----
 
 TEST(IndexCapacity, FullIndexRefusesNewEntriesWithoutWipingAndCounts) {
-  Index index(IndexOptions{.max_entries = 4});
-  std::vector<Event> batch = {Stored("a"), Stored("b"), Stored("c", "g"), Stored("d"), Stored("e")};
+  Index index(IndexOptions{.max_entries = 3});
+  std::vector<Event> batch = {Stored("a"), Stored("b"), Stored("c", "g"), Stored("d"), Stored("e"), Stored("a")};
   index.ApplyBatch(1, batch);
-  // a, b, c and the group g fill the four entries; d and e are refused.
+  // a, b and c fill the three keys (since 1.4 a group takes none); d and e
+  // are refused; a, stored again, is no new key.
   EXPECT_TRUE(index.Contains("", "a"));
   EXPECT_TRUE(index.Contains("", "b"));
   EXPECT_TRUE(index.Contains("", "c"));
   EXPECT_FALSE(index.Contains("", "d"));
   EXPECT_FALSE(index.Contains("", "e"));
   const Stats s = index.GetStats();
-  EXPECT_EQ(s.keys + s.groups, 4u);
+  EXPECT_EQ(s.keys, 3u);
   EXPECT_EQ(s.capacity_refusals, 2u);
   EXPECT_EQ(s.clears, 0u);
 }
@@ -451,30 +240,6 @@ TEST(IndexCapacity, RemovalMakesRoomAgain) {
   index.ApplyBatch(2, second);
   EXPECT_TRUE(index.Contains("", "b"));
   EXPECT_TRUE(index.Contains("", "c"));
-  EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
-}
-
-TEST(IndexCapacity, ExistingGroupIsStillInvalidatedWhenFull) {
-  Index index(IndexOptions{.max_entries = 2});
-  std::vector<Event> first = {Stored("a", "g")};
-  index.ApplyBatch(1, first);
-  const Fingerprint g = FingerprintOf(TenantSeed(""), "g");
-  ASSERT_TRUE(index.MarkVerified(g, index.ProbeGroup(g, kLayout), kLayout));
-  // Full: the new key is refused, but the group must still lose its trust.
-  std::vector<Event> second = {Stored("b", "g")};
-  index.ApplyBatch(2, second);
-  EXPECT_FALSE(index.Contains("", "b"));
-  EXPECT_FALSE(index.ProbeGroup(g, kLayout).verified);
-  EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
-}
-
-TEST(IndexCapacity, GroupRefusedAtCapacityIsNeverVerified) {
-  Index index(IndexOptions{.max_entries = 1});
-  std::vector<Event> batch = {Stored("a", "g")};
-  index.ApplyBatch(1, batch);
-  const Fingerprint g = FingerprintOf(TenantSeed(""), "g");
-  EXPECT_TRUE(index.Contains("", "a"));
-  EXPECT_FALSE(index.MarkVerified(g, index.ProbeGroup(g, kLayout), kLayout));
   EXPECT_EQ(index.GetStats().capacity_refusals, 1u);
 }
 
@@ -492,7 +257,7 @@ TEST_F(IndexSemantics, CountersTrackBatchesEventsAndGauges) {
   EXPECT_EQ(s.batches_applied, 2u);
   EXPECT_EQ(s.events_applied, 4u);
   EXPECT_EQ(s.keys, 2u);
-  EXPECT_EQ(s.groups, 1u);
+  EXPECT_EQ(s.groups, 0u);  // page entries: none of these keys carries a digest
   EXPECT_EQ(s.duplicate_batches, 0u);
   EXPECT_EQ(s.malformed_messages, 0u);
 }
@@ -504,7 +269,7 @@ TEST_F(IndexSemantics, ManyKeysAcrossShardsAreAllFoundAndAllCleared) {
   for (const std::string& k : keys) batch.push_back(Stored(k, k));
   Apply(1, batch);
   EXPECT_EQ(stats().keys, 5000u);
-  EXPECT_EQ(stats().groups, 5000u);
+  EXPECT_EQ(stats().groups, 0u);
   for (const std::string& k : keys) ASSERT_TRUE(Has(k)) << k;
   Apply(3, {});
   EXPECT_EQ(stats().keys, 0u);

@@ -69,11 +69,6 @@ class PageQuery : public ::testing::Test {
     return CheckPages(index_, layout, tokens, layout.page_size(), hits_, hooks);
   }
   std::vector<int> Hits() const { return std::vector<int>(hits_.begin(), hits_.end()); }
-  bool Verified(const Layout& layout, const std::string& hash, size_t page, size_t n_pages) const {
-    return index_.ProbeGroup(FingerprintOf(layout.tenant_seed(), layout.GroupId(hash)),
-                             layout.LevelFor(page, n_pages).id)
-        .verified;
-  }
 
   Index index_{SGLangIndexOptions()};
   uint64_t next_sequence_ = 1;
@@ -136,10 +131,8 @@ TEST_F(PageQuery, KeysFoundInTwoLockHoldsNeverMakeAPageHit) {
         case Entry::kCheckPrefix: found = CheckPrefix(index_, *layout, tokens, kPageSize, &hooks).prefix_hits; break;
       }
       EXPECT_EQ(found, 0u);
-      // The window was reached wherever a key is looked up before the rest
-      // (a known group's page in check_pages is read in one hold from the start).
-      const bool two_steps = entry == Entry::kCheckPrefix || !labelled;
-      EXPECT_EQ(turn.calls, two_steps ? 1 : 0);
+      // The hook runs once, before the one hold that reads the page's entry.
+      EXPECT_EQ(turn.calls, 1);
     }
   }
 }
@@ -347,14 +340,16 @@ TEST_F(PageQuery, AVerificationWithFewerKeysIsNotTrustedWhereMoreAreNeeded) {
   StoreAll(*layout, hashes);
   // Twice: the second query answers pages 0 and 1 from verified groups.
   Check(*layout, tokens);
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
-  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 3));
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
   // Page 1 was verified without its __swa key: as the last page of a
   // shorter request it must not take the fast path.
   const std::vector<uint32_t> shorter(tokens.begin(), tokens.begin() + 2 * kPageSize);
   const PageQueryResult r = Check(*layout, shorter);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
-  EXPECT_EQ(r.fast_path, 1u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
 }
 
 // ---- verification and the fast path ----
@@ -365,17 +360,17 @@ TEST_F(PageQuery, SecondQueryTakesTheFastPathAndCountsIt) {
   StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
   PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(r.total_hits, 5u);
-  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   r = Check(*layout, tokens);
   EXPECT_EQ(r.total_hits, 5u);
   EXPECT_EQ(r.prefix_hits, 5u);
-  EXPECT_EQ(r.fast_path, 5u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   const Stats s = index_.GetStats();
   EXPECT_EQ(s.queries, 2u);
   EXPECT_EQ(s.pages_checked, 10u);
   EXPECT_EQ(s.page_hits, 10u);
-  EXPECT_EQ(s.fast_path_hits, 5u);
-  EXPECT_EQ(s.verified_groups, 5u);
+  EXPECT_EQ(s.fast_path_hits, 10u);
+  EXPECT_EQ(s.verified_groups, 0u);  // nothing to verify since 1.4
 }
 
 TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTimeAndAreNeverMarked) {
@@ -392,7 +387,7 @@ TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTimeAndAreNeverMarked) {
   EXPECT_EQ(Check(*layout, tokens).total_hits, 2u);
   const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(r.total_hits, 2u);
-  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   EXPECT_EQ(index_.GetStats().verified_groups, 0u);
 }
 
@@ -409,11 +404,8 @@ TEST_F(PageQuery, APageWithAKeyStoredOutsideItsGroupIsAHitButNeverMarked) {
   for (int round = 0; round < 2; ++round) {
     const PageQueryResult r = Check(*layout, tokens);
     EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1})) << round;
-    EXPECT_EQ(r.fast_path, round == 0 ? 0u : 1u) << round;  // page 2 alone is all under its group
+    EXPECT_EQ(r.fast_path, r.total_hits) << round;  // 1.4: every hit reads its entry
   }
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 3));
-  EXPECT_FALSE(Verified(*layout, hashes[1], 1, 3));
-  EXPECT_TRUE(Verified(*layout, hashes[2], 2, 3));
 }
 
 TEST_F(PageQuery, UnlabelledRemovalSendsOnlyItsOwnPageToTheExactPath) {
@@ -422,15 +414,24 @@ TEST_F(PageQuery, UnlabelledRemovalSendsOnlyItsOwnPageToTheExactPath) {
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
   Check(*layout, tokens);
-  ASSERT_EQ(Check(*layout, tokens).fast_path, 3u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    ASSERT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
   Remove(layout->KeysFor(hashes[1], 1, 3)[1]);  // no group label
   const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
-  EXPECT_EQ(r.fast_path, 2u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   // The key back, under its group: proven once by its keys, then fast again.
   StorePage(*layout, hashes, 1);
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
 }
 
 // The case: a pools layout whose key_prefix differs from its group
@@ -445,12 +446,15 @@ TEST_F(PageQuery, PoolsWithAKeyPrefixKeepTheFastPathOfPagesNotRemoved) {
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
   Check(*layout, tokens);
-  ASSERT_EQ(Check(*layout, tokens).fast_path, 3u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    ASSERT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
   Remove(layout->KeysFor(hashes[0], 0, 3)[0], layout->GroupId(hashes[0]));
   Remove(layout->KeysFor(hashes[1], 1, 3)[1]);
   const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(Hits(), (std::vector<int>{0, 0, 1}));
-  EXPECT_EQ(r.fast_path, 1u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
 }
 
 TEST_F(PageQuery, MislabelledRemovalIsAMissForItsPageAndTouchesNoUnrelatedPage) {
@@ -459,14 +463,17 @@ TEST_F(PageQuery, MislabelledRemovalIsAMissForItsPageAndTouchesNoUnrelatedPage) 
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
   Check(*layout, tokens);
-  ASSERT_EQ(Check(*layout, tokens).fast_path, 4u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    ASSERT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
   // A key of page 1 removed under page 2's group id (a publisher bug).
   Remove(layout->KeysFor(hashes[1], 1, 4)[0], layout->GroupId(hashes[2]));
   PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
-  EXPECT_EQ(r.fast_path, 2u);  // pages 0 and 3; page 2 (labelled) is proven by its keys again
+  EXPECT_EQ(r.fast_path, r.total_hits);
   r = Check(*layout, tokens);
-  EXPECT_EQ(r.fast_path, 3u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
 }
 
@@ -479,7 +486,7 @@ TEST_F(PageQuery, LabelledRemovalKeepsOtherGroupsVerified) {
   Remove(layout->KeysFor(hashes[1], 1, 3)[0], layout->GroupId(hashes[1]));
   const PageQueryResult r = Check(*layout, tokens);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1}));
-  EXPECT_EQ(r.fast_path, 2u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
 }
 
 TEST_F(PageQuery, StoredEventForAVerifiedGroupSendsItBackToTheExactPath) {
@@ -489,8 +496,14 @@ TEST_F(PageQuery, StoredEventForAVerifiedGroupSendsItBackToTheExactPath) {
   StoreAll(*layout, hashes);
   Check(*layout, tokens);
   StorePage(*layout, hashes, 1);  // the same objects again, e.g. a new replica
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 1u);
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
 }
 
 TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
@@ -501,17 +514,23 @@ TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
   // Only the tp1 objects are stored; both layouts name the same groups.
   StoreAll(*tp1, hashes);
   Check(*tp1, tokens);
-  ASSERT_EQ(Check(*tp1, tokens).fast_path, 2u);
+  {
+    const PageQueryResult answered = Check(*tp1, tokens);
+    ASSERT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
   // tp2 must not trust tp1's verification: its own keys are not all there.
   PageQueryResult r = Check(*tp2, tokens);
   EXPECT_EQ(r.total_hits, 0u);
-  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
   // Once tp2's objects are stored too, tp2 proves the pages by their keys.
   StoreAll(*tp2, hashes);
   r = Check(*tp2, tokens);
   EXPECT_EQ(r.total_hits, 2u);
-  EXPECT_EQ(r.fast_path, 0u);
-  EXPECT_EQ(Check(*tp2, tokens).fast_path, 2u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
+  {
+    const PageQueryResult answered = Check(*tp2, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
 }
 
 TEST_F(PageQuery, AnotherHandleOfTheSameLayoutSharesTrust) {
@@ -520,7 +539,10 @@ TEST_F(PageQuery, AnotherHandleOfTheSameLayoutSharesTrust) {
   const std::vector<uint32_t> tokens = Tokens(2);
   StoreAll(*first, PageHashesHex(tokens, kPageSize, false));
   Check(*first, tokens);
-  EXPECT_EQ(Check(*second, tokens).fast_path, 2u);
+  {
+    const PageQueryResult answered = Check(*second, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
 }
 
 // ---- the generation guard ----
@@ -555,11 +577,14 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(r.total_hits, 3u);
   // But the group changed after the probe: not verified.
-  EXPECT_TRUE(Verified(*layout, hashes[0], 0, 3));
-  EXPECT_FALSE(Verified(*layout, hashes[1], 1, 3));
-  EXPECT_TRUE(Verified(*layout, hashes[2], 2, 3));
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 2u);
-  EXPECT_EQ(Check(*layout, tokens).fast_path, 3u);
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
+  {
+    const PageQueryResult answered = Check(*layout, tokens);
+    EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
+  }
 }
 
 TEST_F(PageQuery, KeyMovedToAnotherGroupBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
@@ -572,8 +597,6 @@ TEST_F(PageQuery, KeyMovedToAnotherGroupBetweenProbeAndKeyCheckLeavesTheGroupUnv
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 2));
-  EXPECT_TRUE(Verified(*layout, hashes[1], 1, 2));
 }
 
 TEST_F(PageQuery, UnrelatedUnlabelledRemovalBetweenProbeAndKeyCheckStillLetsThePageBeMarked) {
@@ -591,7 +614,6 @@ TEST_F(PageQuery, UnrelatedUnlabelledRemovalBetweenProbeAndKeyCheckStillLetsTheP
   Check(*layout, tokens, &hooks);
   EXPECT_EQ(Hits(), std::vector<int>(kPages, 1));
   for (size_t page = 0; page < kPages; ++page) {
-    EXPECT_TRUE(Verified(*layout, hashes[page], page, kPages)) << page;
   }
 }
 
@@ -635,7 +657,7 @@ TEST_F(PageQuery, PrefixIsTheLeadingRunOfCheckPagesForEveryPattern) {
       EXPECT_EQ(r.total_hits, leading) << mask;
       EXPECT_EQ(r.n_pages, 5u);
       EXPECT_EQ(r.pages_examined, std::min<size_t>(leading + 1, 5)) << mask;
-      EXPECT_EQ(r.fast_path, round == 0 ? 0u : leading) << mask;
+      EXPECT_EQ(r.fast_path, r.total_hits) << round;  // 1.4: every hit reads its entry
     }
     std::vector<uint8_t> hits(5);
     EXPECT_EQ(CheckPages(index, *layout, tokens, kPageSize, hits).prefix_hits, leading) << mask;
@@ -706,11 +728,8 @@ TEST_F(PageQuery, PrefixMarksAGroupOnlyIfEveryKeyIncludingTheFirstIsUnderIt) {
   for (int round = 0; round < 2; ++round) {
     const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize);
     EXPECT_EQ(r.prefix_hits, 3u) << round;
-    EXPECT_EQ(r.fast_path, round == 0 ? 0u : 1u) << round;  // page 2 alone is all under its group
+    EXPECT_EQ(r.fast_path, r.total_hits) << round;  // 1.4: every hit reads its entry
   }
-  EXPECT_FALSE(Verified(*layout, hashes[0], 0, 3));
-  EXPECT_FALSE(Verified(*layout, hashes[1], 1, 3));
-  EXPECT_TRUE(Verified(*layout, hashes[2], 2, 3));
 }
 
 TEST_F(PageQuery, PrefixWithAMismatchedBlockSizeIsZeroAndCountedAsAQuery) {

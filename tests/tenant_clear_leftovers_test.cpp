@@ -7,7 +7,7 @@
 // keys of another: after each clear the digest map holds exactly the
 // entries the present keys need, a cleared key's event hash resolves to
 // nothing (sci_index_check_block_hashes: a miss) while the other tenant's
-// still resolve, and the stray_keys gauge (sci_index_stats) counts the
+// still resolve, and the page entry gauge (sci_index_stats groups) counts the
 // other tenant's strays only.
 #include <gtest/gtest.h>
 
@@ -18,7 +18,6 @@
 
 #include "capi_test_support.h"
 #include "index/index.h"
-#include "index/stray_keys.h"
 #include "query/digest.h"
 #include "shared_cache_index.h"
 #include "sglang/layout.h"
@@ -158,9 +157,10 @@ TEST(TenantClearLeftovers, AClearedTenantsEventHashesMiss) {
   sci_layout_free(layout_b);
 }
 
-// The stray_keys gauge (sci_index_stats) after a tenant's clear counts the
-// other tenants' strays only, and reaches 0 when they go.
-TEST(TenantClearLeftovers, TheStrayGaugeDropsWithTheClearedTenantsStrays) {
+// The groups gauge (sci_index_stats: page entries since 1.4) after a
+// tenant's clear counts the other tenants' pages only, and reaches 0 when
+// they go.
+TEST(TenantClearLeftovers, ThePageEntryGaugeDropsWithTheClearedTenantsPages) {
   IndexHandle index;
   uint64_t sequence = 1;
   const auto page_keys = [](const char* tenant, uint32_t first_token) {
@@ -184,7 +184,7 @@ TEST(TenantClearLeftovers, TheStrayGaugeDropsWithTheClearedTenantsStrays) {
     for (const std::string& key : keys) {
       sci_event event{};
       event.kind = kind;
-      event.object_key = Str(key);  // no group: each key is a stray
+      event.object_key = Str(key);  // no group: none is needed
       event.tenant_id = sci_str{tenant, std::strlen(tenant)};
       events.push_back(event);
     }
@@ -193,36 +193,18 @@ TEST(TenantClearLeftovers, TheStrayGaugeDropsWithTheClearedTenantsStrays) {
   const std::vector<std::string> a = page_keys("a", 100), b = page_keys("b", 200);
   apply(a, SCI_EVENT_STORED, "a");
   apply(b, SCI_EVENT_STORED, "b");
-  ASSERT_EQ(sci_test::Stats(index.index).stray_keys, 16u);
+  ASSERT_EQ(sci_test::Stats(index.index).groups, 4u);  // 2 tenants x 2 pages
   sci_event clear{};
   clear.kind = SCI_EVENT_TENANT_CLEARED;
   clear.tenant_id = sci_str{"a", 1};
   ASSERT_EQ(sci_index_apply_events(index.index, sequence++, &clear, 1), SCI_OK);
   EXPECT_EQ(sci_test::Stats(index.index).keys, 8u);
-  EXPECT_EQ(sci_test::Stats(index.index).stray_keys, 8u) << "the cleared tenant's strays are still counted";
+  EXPECT_EQ(sci_test::Stats(index.index).groups, 2u) << "the cleared tenant's pages are still counted";
   apply(b, SCI_EVENT_REMOVED, "b");
-  EXPECT_EQ(sci_test::Stats(index.index).stray_keys, 0u);
+  EXPECT_EQ(sci_test::Stats(index.index).groups, 0u);
+  EXPECT_EQ(sci_test::Stats(index.index).keys, 0u);
 }
 
-// The counts' side: a cleared tag's slots stay set (only a cost) until no
-// stray is left, then they are zeroed.
-TEST(TenantClearLeftovers, ClearedSlotsAreZeroedOnceNoStrayIsLeft) {
-  sci::StrayKeyCounts counts;
-  const sci::Fingerprint of_a{1, uint64_t{1} << 50}, of_b{2, uint64_t{2} << 50};
-  counts.Add(of_a, 7);
-  counts.Add(of_a, 7);
-  counts.Add(of_b, 9);
-  counts.ClearTag(7);
-  EXPECT_EQ(counts.strays(), 1u);
-  EXPECT_TRUE(counts.MayHold(of_a));  // left over: a lookup more, never a false answer
-  counts.Remove(of_b, 9);
-  EXPECT_EQ(counts.strays(), 0u);
-  EXPECT_FALSE(counts.MayHold(of_a));
-  EXPECT_FALSE(counts.MayHold(of_b));
-  counts.Add(of_a, 7);
-  counts.ClearTag(7);
-  EXPECT_EQ(counts.strays(), 0u);
-  EXPECT_FALSE(counts.MayHold(of_a));
-}
+
 
 }  // namespace

@@ -183,9 +183,6 @@ SubscriberError Subscriber::Loop::Retarget(std::string endpoint, std::string sna
 
 void Subscriber::Loop::Run() noexcept {
   try {
-    // A query asking for a page's adoption (index.h) wakes the thread,
-    // which adopts it at once, however quiet the stream.
-    index_.SetAdoptionListener([this] { wake_.Notify(); });
     ServeThroughFailures();
   } catch (const zmq::error_t& e) {
     if (e.num() != ETERM) Abandon(e.what());
@@ -195,7 +192,6 @@ void Subscriber::Loop::Run() noexcept {
     Abandon("unknown exception");
   }
   try {
-    index_.SetAdoptionListener(nullptr);  // the wake-up goes with the thread
     resync_.SetUrls({}, {});  // stops a download; a stopped subscriber resyncs nothing
   } catch (...) {
   }
@@ -256,7 +252,6 @@ void Subscriber::Loop::Serve() {
     ResyncIfCleared(Clock::now());
     // A download due (its back-off over) starts here, message or not.
     PollResync();
-    index_.AdoptRequestedGroups();  // what queries asked since the last message (index.h, "Adoption")
   }
 }
 

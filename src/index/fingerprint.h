@@ -248,8 +248,8 @@ inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerpri
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 
-// Where FingerprintOf split a key, and its head's part: what the index's
-// page summary is keyed by (index/page_tails.h).
+// Where FingerprintOf split a key, and its head's part (a key's fingerprint
+// from its parts: a layout computes its keys' from one head per page).
 struct KeySplit {
   size_t at = kNoFingerprintSplit;  // the tail is bytes.substr(at)
   Fingerprint head;                 // FingerprintPart of bytes.substr(0, at)

@@ -20,32 +20,43 @@ ObjectStore::Place ObjectStore::Locate(uint64_t tenant_seed, std::string_view ke
   return place;
 }
 
-bool ObjectStore::Store(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
-  const Place place = Locate(tenant_seed, key, /*number=*/true);
-  if (place.in_page) return pages_.Store(place.page, place.slot, medium);
+SlotChange ObjectStore::Store(uint64_t tenant_seed, std::string_view key, const Place& located, MediaSet medium) {
+  // A decomposing key whose slot had no number when it was located: number it now.
+  const Place place = located.past_slot_capacity ? Locate(tenant_seed, key, /*number=*/true) : located;
+  if (place.in_page) return pages_.StoreSlot(place.page, place.slot, medium);
   const PackedFingerprint packed(place.whole);
+  SlotChange change;
+  change.present = true;
   WholeEntry* entry = whole_.find(packed);
   if (entry == nullptr) {
     whole_.insert_absent(packed, WholeEntry{medium});  // may throw: nothing changed, nothing counted
     if (place.past_slot_capacity) ++stores_past_slot_capacity_;
-    return true;
+    change.media = medium;
+    return change;
   }
-  entry->media = MediaAfterStore(static_cast<MediaSet>(entry->media), medium);
-  return false;
+  change.was_present = true;
+  change.was_media = static_cast<MediaSet>(entry->media);
+  change.media = MediaAfterStore(change.was_media, medium);
+  entry->media = change.media;
+  return change;
 }
 
-bool ObjectStore::Remove(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
-  const Place place = Locate(tenant_seed, key);
-  if (place.in_page) return pages_.Remove(place.page, place.slot, medium);
+SlotChange ObjectStore::Remove(const Place& place, MediaSet medium) {
+  if (place.in_page) return pages_.RemoveSlot(place.page, place.slot, medium);
+  SlotChange change;
   WholeEntry* entry = whole_.find(PackedFingerprint(place.whole));
-  if (entry == nullptr) return false;
-  const MediaSet left = MediaLeftAfterRemoval(static_cast<MediaSet>(entry->media), medium);
+  if (entry == nullptr) return change;
+  change.was_present = true;
+  change.was_media = static_cast<MediaSet>(entry->media);
+  const MediaSet left = MediaLeftAfterRemoval(change.was_media, medium);
   if (left != 0) {
     entry->media = left;
-    return false;
+    change.present = true;
+    change.media = left;
+    return change;
   }
   whole_.erase(entry);
-  return true;
+  return change;
 }
 
 void ObjectStore::ClearTenant(uint64_t tenant_seed) {
@@ -72,25 +83,6 @@ bool ObjectStore::Contains(uint64_t tenant_seed, std::string_view key) const {
   const Place place = Locate(tenant_seed, key);
   if (place.in_page) return pages_.Has(place.page, place.slot);
   return whole_.contains(PackedFingerprint(place.whole));
-}
-
-bool ObjectStore::PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const {
-  SCI_DCHECK(plan.current(slot_names_), "a plan resolved since the last slot was numbered");
-  // Checked in every build: an unresolved or empty plan is a miss.
-  if (plan.never_present() || !plan.proves_something()) return false;
-  for (const SlotPlan::Bank& bank : plan.banks()) {
-    const uint64_t slots = pages_.Slots(PageStore::PageKey(tenant_seed, digest, bank.bank));
-    if ((slots & bank.required) != bank.required) return false;
-  }
-  for (const SlotName& slot : plan.whole()) {
-    if (!whole_.contains(PackedFingerprint(FingerprintOf(tenant_seed, KeyOf(slot.prefix, digest, slot.suffix))))) {
-      return false;
-    }
-  }
-  for (const SlotName& slot : plan.by_key()) {
-    if (!Contains(tenant_seed, KeyOf(slot.prefix, digest, slot.suffix))) return false;
-  }
-  return true;
 }
 
 MediaSet ObjectStore::Media(uint64_t tenant_seed, std::string_view key) const {

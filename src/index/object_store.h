@@ -12,7 +12,9 @@
 // bad_alloc, changing nothing, when they cannot allocate.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,13 @@
 namespace sci {
 
 class ObjectStore {
+  // A whole key's entry: its media (the low byte of a word, as KeyEntry's
+  // top byte; the rest unused here).
+  struct WholeEntry {
+    uint32_t media = 0;
+  };
+  using WholeTable = FingerprintTable<WholeEntry, 3>;
+
  public:
   // Where a key lives: a slot of a page, or whole.
   struct Place {
@@ -34,7 +43,9 @@ class ObjectStore {
     Fingerprint page;   // with in_page: the page entry's fingerprint
     uint32_t slot = 0;  // with in_page: the slot's number
     Fingerprint whole;  // without: the key's fingerprint in the per-object table
-    bool past_slot_capacity = false;  // without: the key decomposes, but its slot has no number
+    // Without in_page: the key decomposes, but its slot has no number (none
+    // left; or, located without numbering, maybe not yet: Store numbers it).
+    bool past_slot_capacity = false;
   };
 
   // Where `key` of the tenant whose seed is `tenant_seed` lives. `number`:
@@ -48,15 +59,103 @@ class ObjectStore {
   }
 
   // ---- writer ----
-  // Returns whether the key is new.
-  bool Store(uint64_t tenant_seed, std::string_view key, MediaSet medium);
-  // Returns whether the key went (false when absent, or kept on another medium).
-  bool Remove(uint64_t tenant_seed, std::string_view key, MediaSet medium);
+  // `key` (of the tenant whose seed is `tenant_seed`, at `place`: Locate
+  // of it, made without numbering, so outside any lock) is stored on
+  // `medium`. A key whose slot has no number yet gets one here. Returns
+  // what changed; throws bad_alloc, changing nothing, when it cannot
+  // allocate.
+  SlotChange Store(uint64_t tenant_seed, std::string_view key, const Place& place, MediaSet medium);
+  // `key` at `place` is removed from `medium` (0: whatever media hold it).
+  // Never throws (page_store.h, RemoveSlot).
+  SlotChange Remove(const Place& place, MediaSet medium);
+  // The same, locating the key first. Store returns whether the key is
+  // new; Remove whether it went (false when absent, or kept on another medium).
+  bool Store(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
+    return !Store(tenant_seed, key, Locate(tenant_seed, key), medium).was_present;
+  }
+  bool Remove(uint64_t tenant_seed, std::string_view key, MediaSet medium) {
+    const SlotChange change = Remove(Locate(tenant_seed, key), medium);
+    return change.was_present && !change.present;
+  }
+
+  // A tenant's clear in bounded runs: each call erases the keys of the
+  // tenant whose tag is `tag` (and of any sharing it) from at most
+  // `buckets` buckets, telling `gone(media, count)` of them, and returns
+  // whether any table is left to walk. `walk` starts zeroed.
+  struct TenantWalk {
+    int table = 0;      // 0: the pages, 1: the whole keys, 2: done
+    size_t bucket = 0;  // the next bucket of that table
+  };
+  template <typename Gone>
+  bool ClearTenantRun(uint32_t tag, TenantWalk* walk, size_t buckets, Gone&& gone) {
+    if (walk->table == 0) {
+      const size_t last = std::min(walk->bucket + buckets, pages_.table().bucket_count());
+      pages_.ClearTenantRun(tag, walk->bucket, last, gone);
+      walk->bucket = last;
+      if (last == pages_.table().bucket_count()) *walk = TenantWalk{1, 0};
+      return true;
+    }
+    if (walk->table == 1) {
+      const size_t last = std::min(walk->bucket + buckets, whole_.bucket_count());
+      whole_.erase_if(walk->bucket, last, [&](const PackedFingerprint& key, const WholeEntry& entry) {
+        if (TenantTagOf(key.Unpack()) != tag) return false;
+        gone(static_cast<MediaSet>(entry.media), 1);
+        return true;
+      });
+      walk->bucket = last;
+      if (last == whole_.bucket_count()) *walk = TenantWalk{2, 0};
+    }
+    return walk->table != 2;
+  }
   void ClearTenant(uint64_t tenant_seed);
   void Clear();
+  // Empties the store into `gone` (keys only: slot numbers stay, as they
+  // must: slot_names.h), so that the old arrays are freed when `gone`
+  // goes, after the caller's lock is released.
+  void MoveContentsTo(ObjectStore& gone) noexcept {
+    pages_.SwapContents(gone.pages_);
+    whole_.swap(gone.whole_);
+  }
+
+  // Growth without a pause for readers: ahead of a store at `place`, grows
+  // the table it may insert into if that is full, building the larger
+  // table with no lock held (the writer is the only thread that changes
+  // the store, so it may read it unlocked) and swapping it in under
+  // `lock` (a TableLock, held exclusively for the swap); the old array is
+  // freed after the lock is released. A store then never grows a table
+  // under the lock.
+  template <typename Lock>
+  void MakeRoom(const Place& place, Lock& lock) {
+    // A decomposing key with no slot number yet will most likely get one.
+    if ((place.in_page || place.past_slot_capacity) && pages_.table().full()) {
+      PageStore::Table grown = pages_.table().Grown();
+      lock.Lock();
+      pages_.SwapTable(grown);
+      lock.Unlock();
+    }
+    if (!place.in_page && whole_.full()) {
+      WholeTable grown = whole_.Grown();
+      lock.Lock();
+      whole_.swap(grown);
+      lock.Unlock();
+    }
+  }
+  // Brings the line a store or removal at `place` will touch into cache.
+  void Prefetch(const Place& place) const {
+    if (place.in_page) {
+      pages_.Prefetch(place.page);
+    } else {
+      whole_.prefetch(PackedFingerprint(place.whole));
+    }
+  }
 
   // ---- readers ----
   bool Contains(uint64_t tenant_seed, std::string_view key) const;
+  // Whether the key at `place` (Locate) is present.
+  bool Has(const Place& place) const {
+    if (place.in_page) return pages_.Has(place.page, place.slot);
+    return whole_.contains(PackedFingerprint(place.whole));
+  }
   // A present key's media (0: unknown, or absent).
   MediaSet Media(uint64_t tenant_seed, std::string_view key) const;
 
@@ -68,11 +167,61 @@ class ObjectStore {
   // slots met together), plus one lookup per key of a slot the plan could
   // not number. Exactly Contains() of each of those keys. May throw
   // bad_alloc when the plan has such slots (their keys are built).
-  bool PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const;
+  bool PageHas(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan) const {
+    return PageTier(tenant_seed, digest, plan, {}, [](MediaSet) { return uint8_t{0}; }, 1) == 0;
+  }
+  // The fingerprints of a page's entries for the plan's banks, in the
+  // plan's order (PageStore::PageKey): what a query computes with no lock
+  // held, to prefetch and then pass to PageTier.
+  static void PageKeys(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan, Fingerprint* out) {
+    size_t i = 0;
+    for (const SlotPlan::Bank& bank : plan.banks()) out[i++] = PageStore::PageKey(tenant_seed, digest, bank.bank);
+  }
+  void PrefetchPage(std::span<const Fingerprint> page_keys) const {
+    for (const Fingerprint& key : page_keys) pages_.Prefetch(key);
+  }
+  // Whether every key the plan names for the page is present, and if so
+  // the slowest of their tiers (tier_of(media) of each key's media, the
+  // largest); `absent` if not every key is present. `page_keys`: PageKeys
+  // of the plan for this page, or empty (then they are computed here).
+  // May throw bad_alloc when the plan has whole or key-by-key slots.
+  template <typename TierOf>
+  uint8_t PageTier(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan,
+                   std::span<const Fingerprint> page_keys, TierOf&& tier_of, uint8_t absent) const {
+    SCI_DCHECK(plan.current(slot_names_), "a plan resolved since the last slot was numbered");
+    SCI_DCHECK(page_keys.empty() || page_keys.size() == plan.banks().size(), "a page key per bank of the plan");
+    // Checked in every build: an unresolved or empty plan is a miss.
+    if (plan.never_present() || !plan.proves_something()) return absent;
+    uint8_t slowest = 0;
+    const std::vector<SlotPlan::Bank>& banks = plan.banks();
+    for (size_t i = 0; i < banks.size(); ++i) {
+      const Fingerprint page = page_keys.empty() ? PageStore::PageKey(tenant_seed, digest, banks[i].bank) : page_keys[i];
+      const uint8_t tier = pages_.SlowestTier(page, banks[i].required, tier_of, absent);
+      if (tier == absent) return absent;
+      slowest = std::max(slowest, tier);
+    }
+    for (const SlotName& slot : plan.whole()) {
+      const WholeEntry* entry =
+          whole_.find(PackedFingerprint(FingerprintOf(tenant_seed, KeyOf(slot.prefix, digest, slot.suffix))));
+      if (entry == nullptr) return absent;
+      slowest = std::max(slowest, static_cast<uint8_t>(tier_of(static_cast<MediaSet>(entry->media))));
+    }
+    for (const SlotName& slot : plan.by_key()) {
+      const std::string key = KeyOf(slot.prefix, digest, slot.suffix);
+      if (!Contains(tenant_seed, key)) return absent;
+      slowest = std::max(slowest, static_cast<uint8_t>(tier_of(Media(tenant_seed, key))));
+    }
+    return slowest;
+  }
 
   // What breaks the store's invariants, or "" (PageStore::Inconsistency,
   // and a whole key's media fit their byte). For tests.
   std::string Inconsistency() const;
+
+  // Whether zero bytes are an empty bucket of both tables (fingerprint_table.h).
+  static bool TablesStartAsZeroBytes() {
+    return PageStore::Table::EmptyBucketIsZeroBytes() && WholeTable::EmptyBucketIsZeroBytes();
+  }
 
   // ---- sizes ----
   uint64_t objects() const { return pages_.slots_present() + whole_.size(); }
@@ -90,13 +239,6 @@ class ObjectStore {
   uint64_t stores_past_slot_capacity() const { return stores_past_slot_capacity_; }
 
  private:
-  // A whole key's entry: its media (the low byte of a word, as KeyEntry's
-  // top byte; the rest unused here).
-  struct WholeEntry {
-    uint32_t media = 0;
-  };
-  using WholeTable = FingerprintTable<WholeEntry, 3>;
-
   PageStore pages_;
   SlotNames slot_names_;
   WholeTable whole_;

@@ -70,6 +70,15 @@ struct PageEntry {
 };
 static_assert(sizeof(PageEntry) == 12, "two entries and their fingerprints fill one cache line");
 
+// What a store or removal did to one slot (or one whole key): present
+// before and after, and its media before and after (0 when absent).
+struct SlotChange {
+  bool was_present = false;
+  bool present = false;
+  MediaSet was_media = 0;
+  MediaSet media = 0;
+};
+
 class PageStore {
  public:
   using Table = FingerprintTable<PageEntry, 2>;
@@ -92,42 +101,54 @@ class PageStore {
 
   // Slot `slot` of `page` is stored on `medium` (0: unknown). A known medium
   // is added to a present slot's known media; an unknown one makes them
-  // unknown (as the index's keys: Index::StoreKey). Returns whether the
-  // slot is new. Throws bad_alloc, changing nothing, if it cannot allocate.
-  bool Store(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+  // unknown (key_entry.h, MediaAfterStore). Returns what changed. Throws
+  // bad_alloc, changing nothing, if it cannot allocate.
+  SlotChange StoreSlot(const Fingerprint& page, uint32_t slot, MediaSet medium) {
     const PackedFingerprint key(page);
     PageEntry* entry = table_.find(key);
     const bool new_page = entry == nullptr;
     if (new_page) entry = table_.insert_absent(key, PageEntry{});  // may throw: nothing changed
     const uint64_t bit = SlotNames::BitOf(slot);
-    const bool present = (entry->slots() & bit) != 0;
-    const MediaSet media = present ? MediaAfterStore(MediaOf(page, *entry, slot), medium) : medium;
+    SlotChange change;
+    change.was_present = (entry->slots() & bit) != 0;
+    change.was_media = change.was_present ? MediaOf(page, *entry, slot) : 0;
+    change.present = true;
+    change.media = change.was_present ? MediaAfterStore(change.was_media, medium) : medium;
     try {
-      SetMedia(page, *entry, slot, media);
+      SetMedia(page, *entry, slot, change.media);
     } catch (const std::bad_alloc&) {
       if (new_page) table_.erase(entry);
       throw;
     }
     entry->set_slots(entry->slots() | bit);
-    if (!present) ++slots_present_;
-    return !present;
+    if (!change.was_present) ++slots_present_;
+    return change;
+  }
+  // Whether the slot is new.
+  bool Store(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+    return !StoreSlot(page, slot, medium).was_present;
   }
 
   // Slot `slot` of `page` is removed from `medium`. With `medium` 0, or
   // media unknown, the slot goes whatever media held it; else it stays
-  // while another medium holds it. Returns whether the slot went (false
-  // also when it was absent). Never throws: a slot whose smaller media set
-  // cannot be recorded (no memory) goes (a miss, never a false hit).
-  bool Remove(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+  // while another medium holds it. Returns what changed. Never throws: a
+  // slot whose smaller media set cannot be recorded (no memory) goes (a
+  // miss, never a false hit; counted in removals_dropped_for_memory).
+  SlotChange RemoveSlot(const Fingerprint& page, uint32_t slot, MediaSet medium) {
     const PackedFingerprint key(page);
     PageEntry* entry = table_.find(key);
     const uint64_t bit = SlotNames::BitOf(slot);
-    if (entry == nullptr || (entry->slots() & bit) == 0) return false;
-    const MediaSet left = MediaLeftAfterRemoval(MediaOf(page, *entry, slot), medium);
+    SlotChange change;
+    if (entry == nullptr || (entry->slots() & bit) == 0) return change;
+    change.was_present = true;
+    change.was_media = MediaOf(page, *entry, slot);
+    const MediaSet left = MediaLeftAfterRemoval(change.was_media, medium);
     if (left != 0) {
       try {
         SetMedia(page, *entry, slot, left);
-        return false;
+        change.present = true;
+        change.media = left;
+        return change;
       } catch (const std::bad_alloc&) {
         ++removals_dropped_for_memory_;  // dropped below instead
       }
@@ -147,18 +168,55 @@ class PageStore {
       }
     }
     if (slots == 0) table_.erase(entry);
-    return true;
+    return change;
   }
+  // Whether the slot went (false when absent, or kept on another medium).
+  bool Remove(const Fingerprint& page, uint32_t slot, MediaSet medium) {
+    const SlotChange change = RemoveSlot(page, slot, medium);
+    return change.was_present && !change.present;
+  }
+
+  // Drops the pages of the tenant whose tag is `tag` (fingerprint.h), and
+  // of any tenant sharing it (a miss, never a false hit), in buckets
+  // [first, last) of the table; `gone(media, slots)` hears of each page's
+  // present slots as they go (a page of mixed media once per slot). Never
+  // allocates. A bounded run, so that the caller can release its lock
+  // between runs.
+  template <typename Gone>
+  void ClearTenantRun(uint32_t tag, size_t first, size_t last, Gone&& gone) {
+    table_.erase_if(first, last, [&](const PackedFingerprint& key, const PageEntry& entry) {
+      const Fingerprint page = key.Unpack();
+      if (TenantTagOf(page) != tag) return false;
+      slots_present_ -= static_cast<uint64_t>(std::popcount(entry.slots()));
+      if (!entry.mixed()) {
+        gone(entry.uniform_media(), static_cast<uint64_t>(std::popcount(entry.slots())));
+        return true;
+      }
+      const auto row = mixed_.find(page);
+      SCI_DCHECK(row != mixed_.end(), "a mixed page has its row of media");
+      for (uint64_t left = entry.slots(); left != 0; left &= left - 1) gone(row->second[std::countr_zero(left)], 1);
+      mixed_.erase(row);
+      return true;
+    });
+  }
+
+  // Exchanges contents (entries, media rows, count) with `other`; the
+  // count of dropped removals stays (it is the store's history). For a
+  // clear that frees the old arrays after the caller's lock is released.
+  void SwapContents(PageStore& other) noexcept {
+    table_.swap(other.table_);
+    mixed_.swap(other.mixed_);
+    std::swap(slots_present_, other.slots_present_);
+  }
+  // Puts `grown` (a Grown() copy of the table, made without the lock) in
+  // place of the table; the old array is left in `grown`, to be freed
+  // after the lock is released.
+  void SwapTable(Table& grown) noexcept { table_.swap(grown); }
 
   // Drops every page of the tenant whose tag is `tag` (fingerprint.h), and
   // of any tenant sharing it (a miss, never a false hit).
   void ClearTenant(uint32_t tag) {
-    table_.erase_if(0, table_.bucket_count(), [&](const PackedFingerprint& key, const PageEntry& entry) {
-      if (TenantTagOf(key.Unpack()) != tag) return false;
-      slots_present_ -= static_cast<uint64_t>(std::popcount(entry.slots()));
-      return true;
-    });
-    std::erase_if(mixed_, [&](const auto& row) { return TenantTagOf(row.first) == tag; });
+    ClearTenantRun(tag, 0, table_.bucket_count(), [](MediaSet, uint64_t) {});
   }
 
   void Clear() {

@@ -38,6 +38,14 @@ namespace sci {
 struct SlotName {
   std::string prefix;
   std::string suffix;
+  // What Resolve needs of the name, worked out once by Named() (a layout's
+  // names are made with it, so that resolving a plan hashes nothing):
+  // SlotId(prefix, suffix) and IsSlot. Without them Resolve works them out.
+  bool named = false;
+  bool is_slot = false;
+  Fingerprint id;
+
+  static SlotName Named(std::string prefix, std::string suffix);
 };
 
 class SlotPlan {
@@ -71,14 +79,25 @@ class SlotPlan {
   // May throw bad_alloc (a plan is the reader's own memory).
   static SlotPlan Resolve(const SlotNames& names, const std::vector<SlotName>& slots) {
     SlotPlan plan;
+    ResolveInto(names, slots, plan);
+    return plan;
+  }
+  // The same into `plan`, whose lists keep their room: a plan resolved
+  // again allocates nothing unless it needs more (a query's warm path). May
+  // throw bad_alloc, and then `plan` is unresolved (answers no page).
+  static void ResolveInto(const SlotNames& names, const std::vector<SlotName>& slots, SlotPlan& plan) {
+    plan.resolved_ = false;
+    plan.never_present_ = false;
+    plan.banks_.clear();
+    plan.whole_.clear();
+    plan.by_key_.clear();
     plan.numbers_seen_ = names.size();
-    plan.resolved_ = true;
     for (const SlotName& slot : slots) {
-      if (!IsSlot(slot)) {
+      if (!(slot.named ? slot.is_slot : IsSlot(slot))) {
         plan.by_key_.push_back(slot);
         continue;
       }
-      const uint32_t number = names.Find(SlotId(slot.prefix, slot.suffix));
+      const uint32_t number = names.Find(slot.named ? slot.id : SlotId(slot.prefix, slot.suffix));
       if (number != SlotNames::kNone) {
         plan.Require(number);
       } else if (!names.full()) {
@@ -89,7 +108,7 @@ class SlotPlan {
     }
     std::sort(plan.banks_.begin(), plan.banks_.end(),
               [](const Bank& a, const Bank& b) { return a.bank < b.bank; });
-    return plan;
+    plan.resolved_ = true;  // last: a throw above leaves it unresolved
   }
 
   // Whether the plan still says where every slot is (no slot numbered since).
@@ -136,5 +155,13 @@ class SlotPlan {
   std::vector<SlotName> whole_;
   std::vector<SlotName> by_key_;
 };
+
+inline SlotName SlotName::Named(std::string prefix, std::string suffix) {
+  SlotName name{std::move(prefix), std::move(suffix)};
+  name.is_slot = SlotPlan::IsSlot(name);
+  name.id = SlotId(name.prefix, name.suffix);
+  name.named = true;
+  return name;
+}
 
 }  // namespace sci

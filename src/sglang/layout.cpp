@@ -277,10 +277,16 @@ void Layout::PrepareFingerprints() {
   // head, unless a key prefix (pools) differs from the tag.
   groups_named_by_key_heads_ = split_keys_ && group_prefix_ == Concat({kGroupIdPrefix, key_prefix_});
   suffix_parts_.clear();
-  tail_ids_.clear();
-  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) {
-    suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
-    tail_ids_.push_back(TailId(Suffix(i)));
+  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
+  // Each level's keys as the page store names them: the key prefix, the
+  // digest, a suffix (index/slot_plan.h).
+  level_slots_.clear();
+  for (const Level& level : levels_) {
+    std::vector<SlotName> slots;
+    for (uint32_t i = level.first_suffix; i < level.first_suffix + level.n_suffixes; ++i) {
+      slots.push_back(SlotName::Named(key_prefix_, std::string(Suffix(i))));
+    }
+    level_slots_.push_back(std::move(slots));
   }
 }
 

@@ -40,6 +40,8 @@
 
 #include "index/fingerprint.h"
 #include "index/index.h"
+#include "index/slot_plan.h"
+#include "query/query_plans.h"
 #include "sglang/page_hash.h"
 
 namespace sci {
@@ -111,6 +113,8 @@ class Layout {
   static std::unique_ptr<const Layout> Create(const LayoutSpec& spec, std::string* error);
 
   uint32_t page_size() const { return page_size_; }
+  // Never another layout's in the process (query/query_plans.h).
+  uint64_t serial() const { return serial_; }
   // Lets the first query with another block size warn (query_accounting.h).
   const WarnOnce& block_size_warning() const { return block_size_warning_; }
   bool is_eagle() const { return is_eagle_; }
@@ -146,7 +150,7 @@ class Layout {
   // Whether a page's group id is "sglang-hicache:" followed by its keys'
   // head (split keys; no key prefix other than the tag): then an unknown
   // group whose index reports no stray key proves its page absent
-  // (index/stray_keys.h). False for pools whose key_prefix is not the tag.
+  // (1.3's stray counts; unused since 1.4). False for pools whose key_prefix is not the tag.
   bool groups_named_by_key_heads() const { return groups_named_by_key_heads_; }
   // The fingerprint of the group id of the page whose hash is the 64 hex
   // digits at `hash` ("<group prefix><hash>"), as FingerprintOf gives it:
@@ -157,11 +161,10 @@ class Layout {
     return hash_ended_groups_ ? HashEndedFingerprint(group_secret_, hash) : WholeGroupFingerprint(hash);
   }
   const Fingerprint& SuffixPart(uint32_t i) const { return suffix_parts_[i]; }
-  // TailId of each suffix `level` needs (index/tail_interner.h): how the
-  // index's page summary names them. With split_keys() only.
-  std::span<const Fingerprint> TailIds(const Level& level) const {
-    return std::span<const Fingerprint>(tail_ids_).subspan(level.first_suffix, level.n_suffixes);
-  }
+  // The slots (index/slot_plan.h) of the keys `level` needs: the key
+  // prefix and each suffix around the page's digest. What a query resolves
+  // to a slot plan.
+  const std::vector<SlotName>& Slots(const Level& level) const { return level_slots_[LevelIndex(level)]; }
   // `level`'s position in levels().
   size_t LevelIndex(const Level& level) const { return static_cast<size_t>(&level - levels_.data()); }
 
@@ -175,6 +178,7 @@ class Layout {
  private:
   WarnOnce block_size_warning_;
   Layout() = default;
+  const uint64_t serial_ = NextLayoutSerial();
 
   // The steps of Create, after the spec is validated, in order:
   // page size, eagle, tenant seed, group and key prefixes;
@@ -200,7 +204,7 @@ class Layout {
   std::string suffix_arena_;
   std::vector<SuffixRef> suffix_refs_;  // each level's suffixes, contiguous
   std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
-  std::vector<Fingerprint> tail_ids_;      // TailId of each suffix_refs_ entry
+  std::vector<std::vector<SlotName>> level_slots_;  // Slots() of each level
   bool split_keys_ = false;
   bool groups_named_by_key_heads_ = false;
   bool hash_ended_groups_ = false;  // the page hash is a group id's first run of 64 digits (the usual case)

@@ -5,9 +5,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "index/object_store.h"
 #include "query/digest.h"
 #include "query/digest_memo.h"
 #include "query/query_accounting.h"
+#include "query/query_plans.h"
 #include "query/round_pipeline.h"
 
 #define XXH_INLINE_ALL
@@ -35,10 +37,17 @@ constexpr Presence kUnknown = 0;
 constexpr Presence kAbsent = 1;
 constexpr Presence kPresentAt = 2;
 
-// A chunk's presence from the check of its keys.
-Presence PresenceFrom(const KeyCheck& check) {
-  return check.all_present ? static_cast<Presence>(kPresentAt + check.tier) : kAbsent;
+// A chunk's presence from its tier (Index::Reader::PageTier).
+Presence PresenceFrom(uint8_t tier) {
+  return tier == MediumTiers::kAbsent ? kAbsent : static_cast<Presence>(kPresentAt + tier);
 }
+
+// Which plan a chunk's entry fingerprints were computed from (ChunkQuery::
+// FingerprintChunk): the group plan's version then, and how many.
+struct EntryKeys {
+  uint32_t version = 0;  // 0: none computed (the plan was not resolved yet)
+  uint32_t n = 0;
+};
 
 // A block of the chain: its digest and whether it is known.
 struct ChainBlock {
@@ -54,7 +63,7 @@ struct Scratch {
   // threw between the two left the flags shorter than the digests, and the
   // next query of that length wrote past them (issue #34, R5).
   std::vector<ChainBlock> chain;
-  std::vector<Fingerprint> keys;         // a round of chunks' keys
+  std::vector<Fingerprint> keys;         // a round of chunks' entry fingerprints (ObjectStore::PageKeys)
   std::vector<Presence> presence;        // per (group, chunk), groups one after the other
   std::vector<size_t> presence_at;       // group -> its first entry in presence
   std::vector<size_t> next_chunk;        // per group: the prefix walk's next chunk
@@ -205,6 +214,7 @@ class ChunkQuery {
         layout_(layout),
         scratch_(Scratch::ForThisThread()),
         chain_(index, layout, source, scratch_, /*defer_first=*/prefix),
+        plans_(index, layout.serial(), layout.groups().size()),
         hooks_(hooks),
         n_tokens_(source.n_tokens) {
     // Every group's chunks that end inside the request, and the divisions
@@ -225,6 +235,7 @@ class ChunkQuery {
       entries += scratch_.chunks_inside[g];
     }
     if (scratch_.presence.size() < entries) scratch_.presence.resize(entries);
+
     std::fill(scratch_.presence.begin(), scratch_.presence.begin() + static_cast<std::ptrdiff_t>(entries), kUnknown);
     const size_t max_keys = std::max<size_t>(kChunksPerRound * 16, MaxPrefixesPerGroup());
     if (scratch_.keys.size() < 2 * max_keys) scratch_.keys.resize(2 * max_keys);
@@ -323,24 +334,45 @@ class ChunkQuery {
   // The hash block whose digest keys chunk `chunk` of group g.
   size_t KeyBlock(size_t g, size_t chunk) const { return (chunk + 1) * scratch_.blocks_per_chunk[g] - 1; }
   Presence& PresenceOf(size_t g, size_t chunk) { return scratch_.presence[scratch_.presence_at[g] + chunk]; }
-  // A chunk's keys, looked up in `reader`'s hold; with their tier in a tier query.
-  KeyCheck CheckKeys(const Index::Reader& reader, std::span<const Fingerprint> keys) const {
-    if constexpr (kTiers) return reader.CheckKeysWithTier(keys, kNoGroup);
-    return reader.CheckKeys(keys, kNoGroup);
+  // Chunk `chunk` of group g (its digest known: FingerprintChunk), looked
+  // up in `reader`'s hold: every key of it read at one instant, one entry
+  // per bank of its group's plan. `keys`: its entry fingerprints, used if
+  // computed from the plan as it stands.
+  Presence CheckChunk(const Index::Reader& reader, size_t g, size_t chunk, const Fingerprint* keys,
+                      const EntryKeys& computed) {
+    const SlotPlan& plan = plans_->Current(reader, g, layout_.Slots(g));
+    std::span<const Fingerprint> page_keys;
+    if (computed.version == plans_->version(g) && computed.n == plan.banks().size()) {
+      page_keys = std::span<const Fingerprint>(keys, computed.n);
+    }
+    const uint8_t tier = reader.PageTier(layout_.tenant_seed(), chain_.Digest(KeyBlock(g, chunk)), plan, page_keys);
+    // A plain query reads every present chunk as tier 0 (Counts).
+    if constexpr (!kTiers) return tier == MediumTiers::kAbsent ? kAbsent : kPresentAt;
+    return PresenceFrom(tier);
+  }
+  void Prefetch(const Index::Reader& reader, const Fingerprint* keys, const EntryKeys& computed) const {
+    if (computed.n > 0) reader.PrefetchPage(std::span<const Fingerprint>(keys, computed.n));
   }
   // Whether a chunk's presence counts: present, at a tier LimitTier allows.
   bool Counts(Presence presence) const {
     return presence >= kPresentAt && static_cast<uint32_t>(presence - kPresentAt) <= max_tier_;
   }
 
-  // Writes chunk `chunk` of group g's key fingerprints to `out`; false
-  // when its digest cannot be known (then it is absent).
-  bool FingerprintChunk(size_t g, size_t chunk, Fingerprint* out) {
+  // Makes chunk `chunk` of group g's digest known, and writes the
+  // fingerprints of the entries its group's plan reads to `out` (room for
+  // the group's n_prefixes: a plan reads at most one entry per key),
+  // saying in `computed` from which plan; none before the plan is first
+  // resolved. No lock held. False when its digest cannot be known (then
+  // it is absent).
+  bool FingerprintChunk(size_t g, size_t chunk, Fingerprint* out, EntryKeys* computed) {
     const size_t block = KeyBlock(g, chunk);
+    *computed = EntryKeys{};
     if (!chain_.Ensure(block)) return false;
-    const BlockDigest& digest = chain_.Digest(block);
-    const Layout::Group& group = layout_.groups()[g];
-    for (uint32_t p = 0; p < group.n_prefixes; ++p) out[p] = layout_.KeyFingerprint(group.first_prefix + p, digest);
+    const SlotPlan& plan = plans_->Last(g);
+    if (plans_->version(g) != 0 && plan.banks().size() <= layout_.groups()[g].n_prefixes) {
+      ObjectStore::PageKeys(layout_.tenant_seed(), chain_.Digest(block), plan, out);
+      *computed = EntryKeys{plans_->version(g), static_cast<uint32_t>(plan.banks().size())};
+    }
     return true;
   }
 
@@ -358,6 +390,7 @@ class ChunkQuery {
     size_t first = 0;  // its first chunk
     size_t n = 0;
     bool ok[kChunksPerRound] = {};  // the chunk's digest is known
+    EntryKeys computed[kChunksPerRound];
     Fingerprint* keys = nullptr;     // the group's n_prefixes per chunk
   };
 
@@ -382,7 +415,7 @@ class ChunkQuery {
       round.first = next_;
       round.n = next_ < chunks_ ? std::min(per_round_, chunks_ - next_) : 0;
       for (size_t i = 0; i < round.n; ++i) {
-        round.ok[i] = query_.FingerprintChunk(g_, round.first + i, round.keys + i * n_prefixes_);
+        round.ok[i] = query_.FingerprintChunk(g_, round.first + i, round.keys + i * n_prefixes_, &round.computed[i]);
       }
       next_ += round.n;
       return round.n;
@@ -396,15 +429,13 @@ class ChunkQuery {
     }
     void Prefetch(const Index::Reader& reader, const Round& round) {
       for (size_t i = 0; i < round.n; ++i) {
-        if (!round.ok[i]) continue;
-        for (uint32_t p = 0; p < n_prefixes_; ++p) reader.PrefetchKey(round.keys[i * n_prefixes_ + p]);
+        if (round.ok[i]) query_.Prefetch(reader, round.keys + i * n_prefixes_, round.computed[i]);
       }
     }
     void Check(const Index::Reader& reader, const Round& round) {
       for (size_t i = 0; i < round.n; ++i) {
         query_.PresenceOf(g_, round.first + i) =
-            round.ok[i] ? PresenceFrom(query_.CheckKeys(
-                              reader, std::span<const Fingerprint>(round.keys + i * n_prefixes_, n_prefixes_)))
+            round.ok[i] ? query_.CheckChunk(reader, g_, round.first + i, round.keys + i * n_prefixes_, round.computed[i])
                         : kAbsent;
       }
     }
@@ -428,13 +459,11 @@ class ChunkQuery {
     if (presence != kUnknown) return Counts(presence);
     Fingerprint* keys = scratch_.keys.data();
     presence = kAbsent;
-    if (FingerprintChunk(g, chunk, keys)) {
+    EntryKeys computed;
+    if (FingerprintChunk(g, chunk, keys, &computed)) {
       if (hooks_ != nullptr && hooks_->before_chunk_keys != nullptr) hooks_->before_chunk_keys(hooks_->user, g, chunk);
-      const Layout::Group& group = layout_.groups()[g];
-      const std::span<const Fingerprint> chunk_keys(keys, group.n_prefixes);
-      Index::Reader reader(index_);
-      for (const Fingerprint& key : chunk_keys) reader.PrefetchKey(key);
-      presence = PresenceFrom(CheckKeys(reader, chunk_keys));
+      const Index::Reader reader(index_);
+      presence = CheckChunk(reader, g, chunk, keys, computed);
     }
     ++chunks_looked_up_;
     return Counts(presence);
@@ -524,6 +553,7 @@ class ChunkQuery {
     size_t chunk = 0;
     size_t end = 0;      // its last token + 1
     bool known = false;  // its digest is known (else it is missing)
+    EntryKeys computed;
     Fingerprint* keys = nullptr;
   };
   // A round of the walk: the next chunks to end, across groups.
@@ -569,7 +599,7 @@ class ChunkQuery {
         added.group = g;
         added.chunk = next[g]++;
         added.end = end;
-        added.known = added.chunk < query_.ChunksInside(g) && query_.FingerprintChunk(g, added.chunk, added.keys);
+        added.known = added.chunk < query_.ChunksInside(g) && query_.FingerprintChunk(g, added.chunk, added.keys, &added.computed);
       }
       return round.n;
     }
@@ -583,8 +613,7 @@ class ChunkQuery {
     void Prefetch(const Index::Reader& reader, const Round& round) {
       for (size_t i = 0; i < round.n; ++i) {
         const WalkChunk& chunk = round.chunks[i];
-        if (!chunk.known) continue;
-        for (uint32_t p = 0; p < PrefixesOf(chunk); ++p) reader.PrefetchKey(chunk.keys[p]);
+        if (chunk.known) query_.Prefetch(reader, chunk.keys, chunk.computed);
       }
     }
     void Check(const Index::Reader& reader, Round& round) {
@@ -592,8 +621,7 @@ class ChunkQuery {
       for (size_t i = 0; i < round.n; ++i) {
         const WalkChunk& chunk = round.chunks[i];
         round.presence[i] =
-            chunk.known ? PresenceFrom(query_.CheckKeys(reader, std::span<const Fingerprint>(chunk.keys, PrefixesOf(chunk))))
-                        : kAbsent;
+            chunk.known ? query_.CheckChunk(reader, chunk.group, chunk.chunk, chunk.keys, chunk.computed) : kAbsent;
         if (!query_.Counts(round.presence[i])) {
           round.absent = i;
           return;
@@ -612,8 +640,6 @@ class ChunkQuery {
     }
 
    private:
-    uint32_t PrefixesOf(const WalkChunk& chunk) const { return query_.layout_.groups()[chunk.group].n_prefixes; }
-
     ChunkQuery& query_;
     const size_t credited_;
     const size_t round_;
@@ -646,6 +672,9 @@ class ChunkQuery {
   const Layout& layout_;
   Scratch& scratch_;
   Chain chain_;
+  // Each group's slot plan, kept by the thread from its last query of this
+  // layout (query/query_plans.h).
+  QueryPlans::Lease plans_;
   const ChunkQueryHooks* hooks_;
   const size_t n_tokens_;
   size_t chunks_looked_up_ = 0;

@@ -91,6 +91,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     layout->has_full_attention_ = layout->has_full_attention_ || group.kind == GroupKind::kFullAttention;
     group.first_prefix = static_cast<uint32_t>(layout->prefixes_.size());
     group.n_prefixes = static_cast<uint32_t>(spec_group.key_prefixes.size());
+    std::vector<SlotName> slots;
     for (const std::string& prefix : spec_group.key_prefixes) {
       std::string with_separator = prefix + std::string(kKeySeparator);
       // A prefix holding a run of 64 hex digits would split the key there
@@ -98,8 +99,10 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
       const bool hash_ended = HexRunEnd(with_separator) == kNoHexRun;
       layout->secrets_.push_back(hash_ended ? HashEndSecretOf(layout->tenant_seed_, with_separator) : HashEndSecret{});
       layout->hash_ended_.push_back(hash_ended ? 1 : 0);
+      slots.push_back(SlotName::Named(with_separator, ""));
       layout->prefixes_.push_back(std::move(with_separator));
     }
+    layout->group_slots_.push_back(std::move(slots));
     layout->groups_.push_back(group);
   }
   if (alignment == 0) {

@@ -22,6 +22,8 @@
 
 #include "index/fingerprint.h"
 #include "index/index.h"
+#include "index/slot_plan.h"
+#include "query/query_plans.h"
 #include "query/digest.h"
 #include "vllm/block_hash.h"
 #include "vllm/layout_spec.h"
@@ -61,6 +63,8 @@ class Layout {
   static std::unique_ptr<const Layout> Create(const LayoutSpec& spec, std::string* error);
 
   HashAlgorithm algorithm() const { return algorithm_; }
+  // Never another layout's in the process (query/query_plans.h).
+  uint64_t serial() const { return serial_; }
   const BlockDigest& none_hash() const { return none_hash_; }
   uint32_t hash_block_size() const { return hash_block_size_; }
   uint32_t router_block_size() const { return router_block_size_; }
@@ -97,12 +101,18 @@ class Layout {
     return WholeKeyFingerprint(prefix, digest);
   }
 
+  // The slots (index/slot_plan.h) of group `group`'s chunk keys: each
+  // prefix, with its "@", before the digest. What a query resolves to a
+  // slot plan.
+  const std::vector<SlotName>& Slots(size_t group) const { return group_slots_[group]; }
+
   // Readable forms, for tests and tools (they allocate; the query does not).
   std::vector<std::string> KeysFor(size_t group, std::string_view chunk_hash_hex) const;
 
  private:
   WarnOnce block_size_warning_;
   Layout() = default;
+  const uint64_t serial_ = NextLayoutSerial();
   // KeyFingerprint of a prefix that holds a 64-digit run: the key hashed whole.
   Fingerprint WholeKeyFingerprint(size_t prefix, const BlockDigest& digest) const;
 
@@ -118,6 +128,7 @@ class Layout {
   bool full_attention_only_ = false;
   std::vector<Group> groups_;
   std::vector<std::string> prefixes_;       // each with its "@"
+  std::vector<std::vector<SlotName>> group_slots_;  // Slots() of each group
   std::vector<HashEndSecret> secrets_;      // per prefix, when hash_ended_[i]
   std::vector<uint8_t> hash_ended_;         // else the key is fingerprinted whole
 };

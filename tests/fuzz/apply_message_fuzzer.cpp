@@ -21,7 +21,7 @@
 //     order of first sight, 8 at most;
 //   - afterwards the page query reports a page as hit exactly when all of its
 //     keys are present (never a false hit, and the query stays exact), and a
-//     verified page has every key stored under its group (verified_pages.h).
+//     page store is consistent (store_consistency.h).
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -41,7 +41,7 @@
 #include "multipart_input.h"
 #include "sglang/page_hash.h"
 #include "shared_cache_index.h"
-#include "verified_pages.h"
+#include "store_consistency.h"
 #include "wire/wire_decoder.h"
 
 namespace sci::fuzz {
@@ -125,7 +125,6 @@ sci_index* PreloadedIndex(const Fixture& f, uint32_t residency) {
 struct Snapshot {
   sci_stats stats{};
   std::vector<bool> present;
-  std::vector<GroupProbe> groups;
 };
 
 Snapshot Take(const sci_index* index, const Fixture& f) {
@@ -133,23 +132,7 @@ Snapshot Take(const sci_index* index, const Fixture& f) {
   s.stats.struct_size = sizeof s.stats;
   SCI_FUZZ_CHECK(sci_index_stats(index, &s.stats) == SCI_OK, "%s", sci_last_error());
   for (const TenantKey& k : f.probe_keys) s.present.push_back(index->impl.Contains(k.tenant, k.key));
-  const LayoutId layout_id = SGLangLayout(f.layout).levels()[0].id;
-  for (const std::string& group : f.group_ids) {
-    s.groups.push_back(index->impl.ProbeGroup(FingerprintOf(TenantSeed("default"), group), layout_id));
-  }
   return s;
-}
-
-bool SameGroups(const Snapshot& a, const Snapshot& b) {
-  for (size_t i = 0; i < a.groups.size(); ++i) {
-    const GroupProbe& x = a.groups[i];
-    const GroupProbe& y = b.groups[i];
-    if (x.exists != y.exists || x.generation != y.generation || x.verified != y.verified ||
-        x.verify_epoch != y.verify_epoch) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Every counter of the list (which the C thunk checks against sci_stats at
@@ -180,7 +163,7 @@ void ExpectPagesAnsweredByTheirKeys(sci_index* index, const Fixture& f) {
     SCI_FUZZ_CHECK(hits[page] == (all_present ? 1 : 0), "page %zu: hit %d but all keys present is %d", page,
                    hits[page], all_present);
   }
-  ExpectVerifiedPagesHaveEveryKeyUnderTheirGroup(index->impl, SGLangLayout(f.layout), f.hashes);
+  ExpectTheStoreConsistent(index->impl);
 }
 
 // The early gap rule (docs/index-semantics.md): a production-format batch
@@ -329,7 +312,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SCI_FUZZ_CHECK(std::strlen(sci_last_error()) > 0, "a decode error without a message");
     ExpectUnchangedExceptMalformed(before.stats, after.stats);
     SCI_FUZZ_CHECK(before.present == after.present, "a malformed message changed which keys are present");
-    SCI_FUZZ_CHECK(SameGroups(before, after), "a malformed message changed a group");
   } else {
     SCI_FUZZ_CHECK(frames.size() == 3 && frames[1].size() == 8, "accepted %zu frames", frames.size());
     uint64_t sequence = 0;
@@ -345,7 +327,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (sequence == kPreloadSequence) {
       SCI_FUZZ_CHECK(after.stats.duplicate_batches == before.stats.duplicate_batches + 1, "duplicate not counted");
       SCI_FUZZ_CHECK(before.present == after.present, "a duplicate batch changed which keys are present");
-      SCI_FUZZ_CHECK(SameGroups(before, after), "a duplicate batch changed a group");
     } else if (sequence != kPreloadSequence + 1) {
       SCI_FUZZ_CHECK(after.stats.sequence_gaps == before.stats.sequence_gaps + 1, "gap not counted");
     }

@@ -1,7 +1,7 @@
 // A straightforward reference for the vLLM queries' answers, for the fuzz
 // harnesses' differential checks: the block digests recomputed from the
 // tokens with no memo (vllm::HashChain), each chunk's keys spelled out and
-// looked up one by one (Index::ContainsKey), and Dynamo's answer and the
+// looked up one by one (Index::Contains), and Dynamo's answer and the
 // per-block hits worked out from those chunks by the rules as
 // docs/vllm-family.md states them ("Chunks, groups and the answer"), with
 // none of the query's rounds, walks, memo or scratch.
@@ -41,7 +41,7 @@ class VllmReference {
         ToHex(chain[key_block], hex.data());
         bool all = true;
         for (const std::string& key : layout.KeysFor(g, hex)) {
-          all = all && index.ContainsKey(FingerprintOf(layout.tenant_seed(), key));
+          all = all && Index::Reader(index).Contains(layout.tenant_seed(), key);
         }
         present.push_back(all);
       }
