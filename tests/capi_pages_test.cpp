@@ -271,15 +271,15 @@ TEST_F(CapiCheckPages, AnswersTheDocCheckValueAndTakesTheFastPathNext) {
   EXPECT_EQ(r.total_hits, 1u);
   EXPECT_EQ(r.prefix_hits, 1u);
   EXPECT_EQ(r.prefix_tokens, 4u) << "SGLang loads whole pages: prefix_hits x page_size";
-  EXPECT_EQ(r.fast_path, 0u);
+  EXPECT_EQ(r.fast_path, 1u);  // 1.4: every hit reads its page's entry, the first query too
   ASSERT_EQ(Check(&r, hits, 2), SCI_OK);
   EXPECT_EQ(r.fast_path, 1u);
   const sci_stats s = Stats();
   EXPECT_EQ(s.queries, 2u);
   EXPECT_EQ(s.pages_checked, 4u);
   EXPECT_EQ(s.page_hits, 2u);
-  EXPECT_EQ(s.fast_path_hits, 1u);
-  EXPECT_EQ(s.verified_groups, 1u);
+  EXPECT_EQ(s.fast_path_hits, 2u);
+  EXPECT_EQ(s.verified_groups, 0u);  // nothing to verify since 1.4
 }
 
 TEST_F(CapiCheckPages, HitsAfterAMissingPageAreReported) {
@@ -540,7 +540,7 @@ TEST_F(CapiCheckPrefix, CountsTheLeadingRunOnly) {
   EXPECT_EQ(s.queries, 4u);
   EXPECT_EQ(s.pages_checked, 1u + 1u + 2u + 2u);  // the run plus the miss that ended it
   EXPECT_EQ(s.page_hits, 4u);
-  EXPECT_EQ(s.fast_path_hits, 2u);
+  EXPECT_EQ(s.fast_path_hits, 4u);  // 1.4: every hit reads its page's entry
 }
 
 TEST_F(CapiCheckPrefix, BlockSizeMismatchIsOkWithZeroPages) {

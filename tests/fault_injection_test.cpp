@@ -460,13 +460,13 @@ TEST_F(FaultInjection, TenThousandMalformedMessagesInARowAreCountedAndChangeNoth
 // ---- capacity reached ----
 
 TEST_F(FaultInjection, FullIndexKeepsServingRefusesWhatDoesNotFitAndNeverWipes) {
-  Index small(IndexOptions{.max_entries = 40});
+  Index small(IndexOptions{.max_entries = 30});
   LoopbackPublisher publisher(kAnyLoopbackTcpPort);
   publisher.NumberEventsFrom(1);
   auto subscriber = StartSubscriber(publisher.endpoint(), SubscriberOptions::kDefaultReceiveHwm, &small);
   ASSERT_TRUE(publisher.AwaitSubscription());
 
-  // 10 pages x (2 keys + 1 group) = 30 entries fit; the next 10 pages do not all fit.
+  // 10 pages x 2 keys = 20 keys fit (since 1.4 max_entries counts keys); the next 10 pages do not all fit.
   const RequestPages fits(1, 10);
   const RequestPages overflows(1000, 10);
   publisher.SendBatch(1, fits.Events(/*stored=*/true));
@@ -475,7 +475,7 @@ TEST_F(FaultInjection, FullIndexKeepsServingRefusesWhatDoesNotFitAndNeverWipes) 
 
   Stats s = small.GetStats();
   EXPECT_GT(s.capacity_refusals, 0u);
-  EXPECT_LE(s.keys + s.groups, 40u);
+  EXPECT_LE(s.keys, 30u);
   EXPECT_EQ(s.clears, 0u) << "a full index must not answer overload by wiping itself";
   EXPECT_EQ(fits.Hits(small), fits.pages()) << "what was stored before the index filled keeps answering";
   EXPECT_LT(overflows.Hits(small), overflows.pages()) << "refused objects cannot be hits";
