@@ -73,7 +73,7 @@ void BM_TiersVsPages(benchmark::State& state, bool fast_path, Eviction evict) {
         const auto t1 = Clock::now();
         tiers_us.push_back(Micros(t1 - t0));
         iteration += Micros(t1 - t0);
-        right = right && r.total_hits == kPages && r.fast_path == (fast_path ? kPages : 0) &&
+        right = right && r.total_hits == kPages && r.fast_path == kPages &&
                 answer.pages_at[0] == kFastPages && answer.prefix_pages[0] == 1 && answer.prefix_pages[1] == kPages;
         after(tier_prompt);
       } else {
@@ -82,7 +82,7 @@ void BM_TiersVsPages(benchmark::State& state, bool fast_path, Eviction evict) {
         const auto t1 = Clock::now();
         pages_us.push_back(Micros(t1 - t0));
         iteration += Micros(t1 - t0);
-        right = right && r.total_hits == kPages && r.fast_path == (fast_path ? kPages : 0);
+        right = right && r.total_hits == kPages && r.fast_path == kPages;
         after(plain_prompt);
       }
     }

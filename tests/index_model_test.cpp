@@ -71,18 +71,6 @@ struct Model {
   bool has_sequence = false;
   uint64_t last_sequence = 0;
   uint64_t gaps = 0, duplicates = 0, stores_withheld = 0;
-  uint64_t max_entries = UINT64_MAX;  // keys + groups, as IndexOptions
-
-  // Adoption (index.h): a page a query proved present while no present key
-  // was stored under its group is asked for, and adopted before the next
-  // batch if its group is still unknown and every key is still present and
-  // stored under none. The queue's bounds: adoption_queue.h.
-  struct Adoption {
-    std::string tenant, group;
-    std::vector<std::string> keys;
-  };
-  std::vector<Adoption> adoptions;
-  uint64_t groups_adopted = 0;
 
   static std::string Tenant(std::string_view t) { return t.empty() ? "default" : std::string(t); }
 
@@ -119,62 +107,11 @@ struct Model {
     auto it = media.find({Tenant(tenant), key});
     return it != media.end() && (it->second & 1u) != 0 ? 0 : 1;
   }
-  // The slowest tier among the present keys stored under `group`.
-  uint8_t GroupTier(const std::string& tenant, const std::string& group) const {
-    uint8_t tier = 0;
-    for (const auto& [key, label] : keys) {
-      if (key.first == Tenant(tenant) && label == group) tier = std::max(tier, KeyTier(key.first, key.second));
-    }
-    return tier;
-  }
-
-  bool GroupKnown(const std::string& tenant, const std::string& group) const {
-    for (const auto& [key, label] : keys) {
-      if (key.first == tenant && label == group) return true;
-    }
-    return false;
-  }
-
-  void AskAdoption(const std::string& tenant, const std::string& group, std::vector<std::string> page_keys) {
-    if (page_keys.empty() || page_keys.size() > 64 || adoptions.size() == 512) return;
-    size_t waiting_keys = 0;
-    for (const Adoption& a : adoptions) {
-      if (a.tenant == tenant && a.group == group) return;
-      waiting_keys += a.keys.size();
-    }
-    if (waiting_keys + page_keys.size() > 8192) return;
-    adoptions.push_back(Adoption{tenant, group, std::move(page_keys)});
-  }
-
-  void Adopt() {
-    for (const Adoption& a : adoptions) {
-      if (keys.size() + GroupCount() >= max_entries || GroupKnown(a.tenant, a.group)) continue;
-      bool ungrouped = true;
-      for (const std::string& key : a.keys) {
-        auto it = keys.find({a.tenant, key});
-        ungrouped = ungrouped && it != keys.end() && it->second.empty();
-      }
-      if (!ungrouped) continue;
-      for (const std::string& key : a.keys) keys[{a.tenant, key}] = a.group;
-      ++groups_adopted;
-    }
-    adoptions.clear();
-  }
-
-  // Groups some present key was stored under: the index keeps exactly these.
-  size_t GroupCount() const {
-    std::set<std::pair<std::string, std::string>> groups;
-    for (const auto& [key, group] : keys) {
-      if (!group.empty()) groups.emplace(key.first, group);
-    }
-    return groups.size();
-  }
 
   // `production`: the batch came as a Mooncake production-format message,
   // whose run-beginning batch (gap, restart, or first after a clear) applies
   // only its removals and all-cleared events unless its sequence is 1.
   void ApplyBatch(uint64_t s, const std::vector<Event>& events, bool production = false) {
-    Adopt();  // first, whatever the batch
     if (has_sequence && s == last_sequence) {
       ++duplicates;
       return;
@@ -664,7 +601,6 @@ struct PageRunStats {
   uint64_t page_hits = 0;
   uint64_t layout_changes = 0;
   uint64_t snapshot_loads = 0;
-  uint64_t groups_adopted = 0;
   uint64_t unknown_keyless = 0;
   uint64_t tier_pages = 0;       // present pages a tier query answered
   uint64_t tier_pages_fast = 0;  // ... at tier 0
@@ -674,8 +610,7 @@ struct PageRunStats {
 };
 
 // Asks `layout` (built from spec `spec`) about one request and compares every
-// page with the model; a hit page whose group the model does not know is
-// asked to be adopted, as the query asks the index.
+// page with the model.
 void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t request, bool by_tokens,
                      Model& model, bool exact, const std::string& where, PageRunStats& run) {
   const PageUniverse& u = Universe();
@@ -725,25 +660,13 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
       ASSERT_EQ(hits[page] == 1, in_model) << where << " layout " << spec << " request " << request << " page "
                                            << page << (by_tokens ? " (tokens)" : " (hashes)");
       if (by_tiers && in_model) {
-        // The page's own tier; a page answered through its group reads the
-        // group's, slower if the group holds keys of other pages (a label
-        // naming another page's group), never faster.
+        // The page's own tier: the slowest of the keys the layout needs
+        // (one entry holds them all, with their media).
         uint8_t page_tier = 0;
         for (size_t id : pages.key_ids[page]) {
           page_tier = std::max(page_tier, model.KeyTier(u.keys()[id].tenant, u.keys()[id].key));
         }
-        const PageKey& first = u.keys()[pages.key_ids[page].front()];
-        const uint8_t slowest = std::max(page_tier, model.GroupTier(first.tenant, first.group));
-        ASSERT_GE(tiers[page], page_tier) << where << " tier faster than the page's keys: page " << page;
-        ASSERT_LE(tiers[page], slowest) << where << " tier slower than its keys and group: page " << page;
-        bool group_is_the_page = true;
-        for (const auto& [key, label] : model.keys) {
-          if (key.first != Model::Tenant(first.tenant) || label != first.group) continue;
-          bool of_page = false;
-          for (size_t id : pages.key_ids[page]) of_page = of_page || u.keys()[id].key == key.second;
-          group_is_the_page = group_is_the_page && of_page;
-        }
-        if (group_is_the_page) ASSERT_EQ(tiers[page], page_tier) << where << " page " << page;
+        ASSERT_EQ(tiers[page], page_tier) << where << " page " << page;
         ++run.tier_pages;
         run.tier_pages_fast += tiers[page] == 0 ? 1 : 0;
       }
@@ -762,14 +685,6 @@ void QueryAndCompare(Index& index, const Layout& layout, size_t spec, size_t req
   const size_t n_tokens = by_tokens ? u.requests()[request].size() : pages.hashes.size() * kPageSize;
   const size_t loadable = n_tokens == 0 ? 0 : (n_tokens - 1) / kPageSize;
   ASSERT_EQ(result.prefix_tokens, std::min(result.prefix_hits, loadable) * kPageSize) << where;
-  for (size_t page = 0; page < pages.hashes.size(); ++page) {
-    if (hits[page] != 1) continue;
-    const PageKey& first = u.keys()[pages.key_ids[page].front()];
-    if (model.GroupKnown(first.tenant, first.group)) continue;
-    std::vector<std::string> keys;
-    for (size_t id : pages.key_ids[page]) keys.push_back(u.keys()[id].key);
-    model.AskAdoption(first.tenant, first.group, std::move(keys));
-  }
 }
 
 void CheckKeysAgainstModel(const Index& index, const Model& model, bool exact, const std::string& where) {
@@ -845,7 +760,6 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency res
   Index index(SGLangIndexOptions(IndexOptions{.max_entries = max_entries, .residency = residency}));
   Model model;
   model.residency = residency;
-  model.max_entries = max_entries;
   PageStream stream(seed);
   const PageUniverse& u = Universe();
   ActiveLayouts active;
@@ -863,7 +777,7 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency res
       active.layout[slot] = MakeLayout(u.specs()[active.spec[slot]]);
       ++run.layout_changes;
     } else if (what < 7) {
-      // A snapshot's pages: their hits ask for adoption.
+      // A snapshot's pages (keys under no group).
       LoadSnapshotPages(stream, index, model, [](size_t) {});
       ++run.snapshot_loads;
     } else if (what < 12) {
@@ -916,7 +830,7 @@ void RunPageStream(uint64_t seed, int steps, uint64_t max_entries, Residency res
     CheckKeysAgainstModel(index, model, exact, where);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  run.groups_adopted += index.GetStats().groups_adopted;
+  EXPECT_EQ(index.GetStats().groups_adopted, 0u) << "nothing to adopt since 1.4";
 }
 
 TEST_P(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
@@ -939,12 +853,11 @@ TEST_P(IndexModel, PageQueriesAgreeWithTheModelUnderSeveralLayouts) {
   std::printf("tiers: %llu present pages answered, %llu at tier 0\n", static_cast<unsigned long long>(run.tier_pages),
               static_cast<unsigned long long>(run.tier_pages_fast));
   std::printf("page model: %llu operations (%llu batches, %llu messages, %llu malformed, %llu queries, "
-              "%llu layout changes, %llu snapshot loads), %llu page hits, %llu groups adopted\n",
+              "%llu layout changes, %llu snapshot loads), %llu page hits\n",
               static_cast<unsigned long long>(run.operations()), static_cast<unsigned long long>(run.batches),
               static_cast<unsigned long long>(run.messages), static_cast<unsigned long long>(run.malformed),
               static_cast<unsigned long long>(run.queries), static_cast<unsigned long long>(run.layout_changes),
-              static_cast<unsigned long long>(run.snapshot_loads), static_cast<unsigned long long>(run.page_hits),
-              static_cast<unsigned long long>(run.groups_adopted));
+              static_cast<unsigned long long>(run.snapshot_loads), static_cast<unsigned long long>(run.page_hits));
 }
 
 TEST_P(IndexModel, PageQueriesNeverHitFalselyWhenCapacityRefusesEntries) {
@@ -1087,8 +1000,7 @@ TEST_P(IndexModel, ConcurrentReadersNeverSeeAHitTheWriterHasNotStored) {
         index.Clear();
         model.Clear();
       } else if (stream.Chance(5)) {
-        // A snapshot's pages: the readers proving them ask for adoption,
-        // which the writer's next batches make.
+        // A snapshot's pages (keys under no group), straight into page entries.
         LoadSnapshotPages(stream, index, model, [&witness](size_t id) { witness.AnnounceStore(id); });
       } else {
         const PageBatch batch = stream.NextBatch(model);

@@ -81,9 +81,8 @@ class PageQuery : public ::testing::Test {
 // were present at one moment. A tp1 page (keys k0, k1) has k0 stored; a query
 // that found k0 in one hold is made to look the rest up after "remove k0,
 // store k1": k1 is present then, k0 no longer, and the two never were
-// together. Every path that looks a page's first key up before the others
-// (an unknown group's first key, the prefix query's first key beside its
-// group probe) must answer miss.
+// together. Since 1.4 a page is one entry read in one hold; the test keeps
+// the window open on every path that prepares a round before answering it.
 TEST_F(PageQuery, KeysFoundInTwoLockHoldsNeverMakeAPageHit) {
   const auto layout = Make(Mha(1, 1));
   const std::vector<uint32_t> tokens = Tokens(1);
@@ -331,30 +330,30 @@ TEST_F(PageQuery, TrailingPoolKeysAreNeededOnlyNearTheEnd) {
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
 }
 
-TEST_F(PageQuery, AVerificationWithFewerKeysIsNotTrustedWhereMoreAreNeeded) {
+TEST_F(PageQuery, ALastPageNeedsItsTrailingPoolKeyThoughAnEarlierQueryHitIt) {
   LayoutSpec spec = Mha(1, 1);
   spec.pools = {PoolSpec{{"__kv"}, HitPolicy::kAllPages, 0}, PoolSpec{{"__swa"}, HitPolicy::kTrailingPages, 1}};
   const auto layout = Make(spec);
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   StoreAll(*layout, hashes);
-  // Twice: the second query answers pages 0 and 1 from verified groups.
+  // Twice: 1.3 verified pages 0 and 1 here, without page 1's __swa key.
   Check(*layout, tokens);
   {
     const PageQueryResult answered = Check(*layout, tokens);
     EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
   }
-  // Page 1 was verified without its __swa key: as the last page of a
-  // shorter request it must not take the fast path.
+  // Page 1 has no __swa key: as the last page of a shorter request it
+  // must miss, whatever an earlier query answered for it.
   const std::vector<uint32_t> shorter(tokens.begin(), tokens.begin() + 2 * kPageSize);
   const PageQueryResult r = Check(*layout, shorter);
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0}));
   EXPECT_EQ(r.fast_path, r.total_hits);
 }
 
-// ---- verification and the fast path ----
+// ---- one page entry per hit (the fast_path count) ----
 
-TEST_F(PageQuery, SecondQueryTakesTheFastPathAndCountsIt) {
+TEST_F(PageQuery, EveryHitReadsOnePageEntryAndIsCounted) {
   const auto layout = Make(Mha(8, 1));
   const std::vector<uint32_t> tokens = Tokens(5);
   StoreAll(*layout, PageHashesHex(tokens, kPageSize, false));
@@ -373,7 +372,7 @@ TEST_F(PageQuery, SecondQueryTakesTheFastPathAndCountsIt) {
   EXPECT_EQ(s.verified_groups, 0u);  // nothing to verify since 1.4
 }
 
-TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTimeAndAreNeverMarked) {
+TEST_F(PageQuery, KeysStoredWithoutAGroupHitFromTheirPageEntry) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -391,10 +390,10 @@ TEST_F(PageQuery, KeysWithoutAGroupHitByTheirKeysEveryTimeAndAreNeverMarked) {
   EXPECT_EQ(index_.GetStats().verified_groups, 0u);
 }
 
-// A page whose group is known but one of whose keys was stored under no
-// group, or under another page's group: a hit, proven by its keys each
-// time, never marked (that key's removal would not reach the page's group).
-TEST_F(PageQuery, APageWithAKeyStoredOutsideItsGroupIsAHitButNeverMarked) {
+// A page one of whose keys was stored again under no group, or under another
+// page's group: still a hit (1.3 proved such a page by its keys each time;
+// since 1.4 group ids do not decide presence).
+TEST_F(PageQuery, APageWithAKeyStoredUnderNoOrAnotherGroupIsStillAHit) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -408,7 +407,7 @@ TEST_F(PageQuery, APageWithAKeyStoredOutsideItsGroupIsAHitButNeverMarked) {
   }
 }
 
-TEST_F(PageQuery, UnlabelledRemovalSendsOnlyItsOwnPageToTheExactPath) {
+TEST_F(PageQuery, UnlabelledRemovalMissesOnlyItsOwnPage) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -436,7 +435,7 @@ TEST_F(PageQuery, UnlabelledRemovalSendsOnlyItsOwnPageToTheExactPath) {
 
 // The issue's case: a pools layout whose key_prefix differs from its group
 // ids' tag, so its keys never look like their group to anyone parsing them.
-TEST_F(PageQuery, PoolsWithAKeyPrefixKeepTheFastPathOfPagesNotRemoved) {
+TEST_F(PageQuery, PoolsWithAKeyPrefixKeepHitsOfPagesNotRemoved) {
   LayoutSpec spec;
   spec.page_size = kPageSize;
   spec.key_prefix = "llama";
@@ -477,7 +476,7 @@ TEST_F(PageQuery, MislabelledRemovalIsAMissForItsPageAndTouchesNoUnrelatedPage) 
   EXPECT_EQ(Hits(), (std::vector<int>{1, 0, 1, 1}));
 }
 
-TEST_F(PageQuery, LabelledRemovalKeepsOtherGroupsVerified) {
+TEST_F(PageQuery, LabelledRemovalMissesOnlyItsOwnPage) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -489,7 +488,7 @@ TEST_F(PageQuery, LabelledRemovalKeepsOtherGroupsVerified) {
   EXPECT_EQ(r.fast_path, r.total_hits);
 }
 
-TEST_F(PageQuery, StoredEventForAVerifiedGroupSendsItBackToTheExactPath) {
+TEST_F(PageQuery, StoringAPagesObjectsAgainKeepsItAHit) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -506,7 +505,7 @@ TEST_F(PageQuery, StoredEventForAVerifiedGroupSendsItBackToTheExactPath) {
   }
 }
 
-TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
+TEST_F(PageQuery, ALayoutNeedingMoreSlotsMissesUntilTheyAreStored) {
   const auto tp1 = Make(Mha(1, 1));  // needs _0_k, _0_v
   const auto tp2 = Make(Mha(2, 1));  // needs _0_k, _0_v, _1_k, _1_v
   const std::vector<uint32_t> tokens = Tokens(2);
@@ -518,7 +517,7 @@ TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
     const PageQueryResult answered = Check(*tp1, tokens);
     ASSERT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
   }
-  // tp2 must not trust tp1's verification: its own keys are not all there.
+  // tp2 needs slots tp1's pages do not have: a miss.
   PageQueryResult r = Check(*tp2, tokens);
   EXPECT_EQ(r.total_hits, 0u);
   EXPECT_EQ(r.fast_path, r.total_hits);
@@ -533,7 +532,7 @@ TEST_F(PageQuery, LayoutChangeKeepsKeysButNotTrust) {
   }
 }
 
-TEST_F(PageQuery, AnotherHandleOfTheSameLayoutSharesTrust) {
+TEST_F(PageQuery, AnotherHandleOfTheSameLayoutAnswersTheSame) {
   const auto first = Make(Mha(2, 1));
   const auto second = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
@@ -545,10 +544,11 @@ TEST_F(PageQuery, AnotherHandleOfTheSameLayoutSharesTrust) {
   }
 }
 
-// ---- the generation guard ----
+// ---- writes between preparing a round and answering it ----
 
-// Applies `events` as one batch right after page `page`'s group is probed,
-// the first time only: the window between the probe and the key check.
+// Applies `events` as one batch once page `page`'s round is prepared (its
+// page keys computed, before the hold that answers it), the first time
+// only: the window between preparing and answering.
 struct Interleave {
   Index* index;
   uint64_t* next_sequence;
@@ -562,7 +562,7 @@ struct Interleave {
   }
 };
 
-TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+TEST_F(PageQuery, StoredEventBetweenPreparingAndAnsweringKeepsTheHit) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -576,7 +576,7 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   // The page was proven by its keys: still a hit.
   EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(r.total_hits, 3u);
-  // But the group changed after the probe: not verified.
+  // Later queries read the page entry, the new object in it.
   {
     const PageQueryResult answered = Check(*layout, tokens);
     EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
@@ -587,7 +587,7 @@ TEST_F(PageQuery, StoredEventBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
   }
 }
 
-TEST_F(PageQuery, KeyMovedToAnotherGroupBetweenProbeAndKeyCheckLeavesTheGroupUnverified) {
+TEST_F(PageQuery, KeyStoredUnderAnotherGroupBetweenPreparingAndAnsweringKeepsTheHit) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -599,11 +599,11 @@ TEST_F(PageQuery, KeyMovedToAnotherGroupBetweenProbeAndKeyCheckLeavesTheGroupUnv
   EXPECT_EQ(Hits(), (std::vector<int>{1, 1}));
 }
 
-TEST_F(PageQuery, UnrelatedUnlabelledRemovalBetweenProbeAndKeyCheckStillLetsThePageBeMarked) {
+TEST_F(PageQuery, UnrelatedRemovalBetweenPreparingAndAnsweringTouchesNoPage) {
   const auto layout = Make(Mha(2, 1));
-  // 17 pages: the query probes pages 0-15 together (one round), and page 16
-  // in the next round, after the removal lands. The removed key was stored
-  // under no group, so no page's group changes: every page is marked.
+  // 17 pages: the query prepares pages 0-15 together (one round), and page
+  // 16 in the next round, after the removal lands. The removed key is in no
+  // page: every page stays a hit.
   constexpr size_t kPages = 17;
   const std::vector<uint32_t> tokens = Tokens(kPages);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -613,11 +613,9 @@ TEST_F(PageQuery, UnrelatedUnlabelledRemovalBetweenProbeAndKeyCheckStillLetsTheP
   PageQueryHooks hooks{&Interleave::AfterProbe, &interleave};
   Check(*layout, tokens, &hooks);
   EXPECT_EQ(Hits(), std::vector<int>(kPages, 1));
-  for (size_t page = 0; page < kPages; ++page) {
-  }
 }
 
-TEST_F(PageQuery, RemovalBetweenProbeAndKeyCheckIsAMiss) {
+TEST_F(PageQuery, RemovalBetweenPreparingAndAnsweringIsAMiss) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(2);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -715,10 +713,9 @@ TEST_F(PageQuery, PrefixFindsKeysStoredWithoutAGroup) {
   EXPECT_EQ(CheckPrefix(index_, *layout, tokens, kPageSize).prefix_hits, 0u);
 }
 
-// The prefix query checks a page's first key together with the group probe:
-// that check, too, must see the key stored under the page's group before
-// the group may be marked.
-TEST_F(PageQuery, PrefixMarksAGroupOnlyIfEveryKeyIncludingTheFirstIsUnderIt) {
+// Keys stored again under no group or another page's group: the page entry
+// holds slots, not groups, so the page is still whole.
+TEST_F(PageQuery, PrefixHitsAPageWhateverGroupsItsKeysWereStoredUnder) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);

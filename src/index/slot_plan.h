@@ -43,7 +43,7 @@ struct SlotName {
   // SlotId(prefix, suffix) and IsSlot. Without them Resolve works them out.
   bool named = false;
   bool is_slot = false;
-  Fingerprint id;
+  Fingerprint id{};
 
   static SlotName Named(std::string prefix, std::string suffix);
 };
