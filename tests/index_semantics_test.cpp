@@ -20,8 +20,6 @@ Event Removed(std::string_view key, std::string_view group = {}, std::string_vie
 }
 Event AllCleared() { return Event{EventKind::kAllCleared, {}, {}, {}, {}}; }
 
-constexpr LayoutId kLayout = 7;
-constexpr LayoutId kOtherLayout = 8;
 
 class IndexSemantics : public ::testing::Test {
  protected:

@@ -202,44 +202,28 @@ TEST(LayoutGroupId, CarriesTheTag) {
   EXPECT_EQ(Make(spec)->GroupId("h"), "sglang-hicache:tag_h");
 }
 
-// What the writer computes from a group id's bytes is what a query derives
-// from the page hash: with the usual prefixes (a hash-ended string, from
-// the prefix's secret) and with a tag of 64 hex digits (the prefix then
-// holds the first run, and the group id is fingerprinted whole).
-TEST(LayoutGroupId, FingerprintIsTheWritersFingerprintOfTheGroupId) {
-  const std::string hash = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
-  for (const std::string& tag : std::vector<std::string>{"", "tag", "v2-0", std::string(64, 'a'), std::string(70, '7')}) {
-    for (const std::string tenant : {"", "tenant-b"}) {
-      LayoutSpec spec = Mha(2, 1);
-      spec.extra_backend_tag = tag;
-      spec.tenant_id = tenant;
-      const auto layout = Make(spec);
-      EXPECT_EQ(layout->GroupFingerprint(hash.data()), FingerprintOf(TenantSeed(tenant), layout->GroupId(hash)))
-          << "tag '" << tag << "', tenant '" << tenant << "'";
-    }
-  }
+// ---- slots ----
+
+// A level's keys as (tenant, slot names): what a page entry must hold.
+std::vector<std::string> KeySetOf(const Layout& layout, size_t level) {
+  std::vector<std::string> out{std::to_string(layout.tenant_seed())};
+  for (const SlotName& slot : layout.Slots(layout.levels()[level])) out.push_back(slot.prefix + "|" + slot.suffix);
+  return out;
 }
 
-// ---- layout ids ----
-
-TEST(LayoutIds, AreNonZero) {
-  const auto layout = Make(WithPools({AllPages({"__kv"}), Trailing({"__swa"}, 2)}));
-  for (const Layout::Level& level : layout->levels()) EXPECT_NE(level.id, 0u);
-}
-
-TEST(LayoutIds, LayoutsDerivingTheSameKeysShareTheirId) {
+TEST(LayoutSlots, LayoutsDerivingTheSameKeysNameTheSameSlots) {
   LayoutSpec a = Mha(2, 2);
   LayoutSpec b = Mha(2, 2);
   b.page_size = 64;  // hashing differs, keys per hash do not
   b.is_eagle = true;
   LayoutSpec c = Mha(2, 2);
   c.tp_lcm_size = 16;  // ignored without split heads
-  EXPECT_EQ(Make(a)->levels()[0].id, Make(b)->levels()[0].id);
-  EXPECT_EQ(Make(a)->levels()[0].id, Make(c)->levels()[0].id);
-  EXPECT_EQ(Make(Mha(0, 0))->levels()[0].id, Make(Mha(1, 1))->levels()[0].id);
+  EXPECT_EQ(KeySetOf(*Make(a), 0), KeySetOf(*Make(b), 0));
+  EXPECT_EQ(KeySetOf(*Make(a), 0), KeySetOf(*Make(c), 0));
+  EXPECT_EQ(KeySetOf(*Make(Mha(0, 0)), 0), KeySetOf(*Make(Mha(1, 1)), 0));
 }
 
-TEST(LayoutIds, LayoutsDerivingDifferentKeysNeverShare) {
+TEST(LayoutSlots, LayoutsDerivingDifferentKeysNeverNameTheSameSlots) {
   LayoutSpec tagged = Mha(2, 1);
   tagged.extra_backend_tag = "tag";
   LayoutSpec tenant = Mha(2, 1);
@@ -248,30 +232,33 @@ TEST(LayoutIds, LayoutsDerivingDifferentKeysNeverShare) {
   mla.is_mla_model = true;
   LayoutSpec prefixed = WithPools({AllPages({"_0_k", "_0_v", "_1_k", "_1_v"})});
   prefixed.key_prefix = "kp";
-  const std::vector<LayoutId> ids = {
-      Make(Mha(2, 1))->levels()[0].id, Make(Mha(1, 1))->levels()[0].id, Make(Mha(2, 2))->levels()[0].id,
-      Make(tagged)->levels()[0].id,    Make(tenant)->levels()[0].id,    Make(mla)->levels()[0].id,
-      Make(prefixed)->levels()[0].id,
+  const std::vector<std::vector<std::string>> sets = {
+      KeySetOf(*Make(Mha(2, 1)), 0), KeySetOf(*Make(Mha(1, 1)), 0), KeySetOf(*Make(Mha(2, 2)), 0),
+      KeySetOf(*Make(tagged), 0),    KeySetOf(*Make(tenant), 0),    KeySetOf(*Make(mla), 0),
+      KeySetOf(*Make(prefixed), 0),
   };
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (size_t j = i + 1; j < ids.size(); ++j) EXPECT_NE(ids[i], ids[j]) << i << " vs " << j;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    for (size_t j = i + 1; j < sets.size(); ++j) EXPECT_NE(sets[i], sets[j]) << i << " vs " << j;
   }
 }
 
-TEST(LayoutIds, DefaultTenantSpelledOutIsTheSameTenant) {
+TEST(LayoutSlots, DefaultTenantSpelledOutIsTheSameTenant) {
   LayoutSpec named = Mha(2, 1);
   named.tenant_id = "default";
-  EXPECT_EQ(Make(named)->levels()[0].id, Make(Mha(2, 1))->levels()[0].id);
+  EXPECT_EQ(KeySetOf(*Make(named), 0), KeySetOf(*Make(Mha(2, 1)), 0));
 }
 
-TEST(LayoutIds, EachCoverageLevelHasItsOwnId) {
+TEST(LayoutSlots, EachCoverageLevelAddsItsPoolsSlots) {
   const auto layout = Make(WithPools({AllPages({"__kv"}), Trailing({"__swa"}, 2), Trailing({"__x"}, 1)}));
   ASSERT_EQ(layout->levels().size(), 3u);
-  EXPECT_NE(layout->levels()[0].id, layout->levels()[1].id);
-  EXPECT_NE(layout->levels()[1].id, layout->levels()[2].id);
-  EXPECT_NE(layout->levels()[0].id, layout->levels()[2].id);
-  // A layout whose only pool is the base level's key set shares that level's id.
-  EXPECT_EQ(layout->levels()[0].id, Make(WithPools({AllPages({"__kv"})}))->levels()[0].id);
+  EXPECT_EQ(KeySetOf(*layout, 0).size(), 2u);
+  EXPECT_EQ(KeySetOf(*layout, 1).size(), 3u);
+  EXPECT_EQ(KeySetOf(*layout, 2).size(), 4u);
+  for (const SlotName& slot : layout->Slots(layout->levels()[2])) {
+    EXPECT_TRUE(slot.named && slot.is_slot) << slot.suffix;
+  }
+  // A layout whose only pool is the base level's key set names that level's slots.
+  EXPECT_EQ(KeySetOf(*layout, 0), KeySetOf(*Make(WithPools({AllPages({"__kv"})})), 0));
 }
 
 // ---- validation ----

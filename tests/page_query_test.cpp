@@ -228,16 +228,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"PoolsHexKeyPrefix64", Pools(std::string(64, '7'), "")}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
-// The query derives key fingerprints from a page's head and the layout's
-// suffix parts only where that gives what the writer computes from the
-// whole key; the variants above prove the answers either way.
-TEST(LayoutFingerprints, KeysSplitAfterTheHashUnlessThePrefixHoldsAHexRun) {
-  EXPECT_TRUE(Make(Mha(8, 1))->split_keys());
-  EXPECT_TRUE(Make(Tagged(Mha(2, 1), std::string(63, 'F')))->split_keys());
-  EXPECT_FALSE(Make(Tagged(Mha(2, 1), std::string(64, 'a')))->split_keys());
-  EXPECT_FALSE(Make(Pools(std::string(64, '7'), ""))->split_keys());
-}
-
 // ---- page rules ----
 
 TEST_F(PageQuery, HitsAfterAMissingPageAreReported) {
@@ -765,14 +755,12 @@ TEST_F(PageQuery, PageHashesGiveTheSameAnswersAsTokens) {
 namespace sci {
 namespace {
 
-// An index made without SGLang's head-named groups (IndexOptions::
-// head_group_prefix empty) counts no stray key: an SGLang query must not
-// take its unknown groups for absent pages, or a page loaded from a
-// snapshot (keys under no group) would be a false miss.
+// An index made without SGLang's options (IndexOptions::head_group_prefix
+// empty, which 1.3 needed to count stray keys) answers SGLang queries the
+// same: pages loaded from a snapshot (keys under no group) are hits.
 TEST(PageQueryOnAPlainIndex, PagesWithoutAGroupAreFoundByTheirKeys) {
   Index index;  // no head_group_prefix
   const auto layout = Make(Mha(8, 1));
-  ASSERT_TRUE(layout->groups_named_by_key_heads());
   const std::vector<uint32_t> tokens = Tokens(3);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
   std::vector<std::string> keys;

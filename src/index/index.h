@@ -51,9 +51,6 @@
 
 namespace sci {
 
-// Identifies the layout (key derivation) that verified a group. 0 = none.
-using LayoutId = uint32_t;
-
 // When a key stops being present (index-semantics.md, "Residency").
 enum class Residency : uint32_t {
   // Any `removed` drops the key, whatever its medium: exact for masters that

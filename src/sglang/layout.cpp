@@ -15,42 +15,12 @@ namespace {
 
 constexpr std::string_view kGroupNamespace = kGroupIdPrefix;
 
-// Process-wide: the id of a key set, the same for every layout deriving it.
-// Never shrinks (a few hundred bytes per distinct key set a process ever
-// sees), so an id is never handed to a second key set.
-LayoutId InternKeySet(const std::string& canonical) {
-  struct Registry {
-    std::mutex mu;
-    // A std::map, not absl's flat_hash_map: an insert that fails for want of
-    // memory changes nothing, where absl's growth would leave the table
-    // corrupt for every later layout (event_hash_digests.h says why).
-    std::map<std::string, LayoutId, std::less<>> ids;  // guarded by mu
-    LayoutId next = 1;                               // guarded by mu
-  };
-  static Registry* const registry = new Registry;  // never destroyed: layouts may outlive static teardown
-  std::lock_guard<std::mutex> lock(registry->mu);
-  auto [it, inserted] = registry->ids.try_emplace(canonical, 0);
-  if (inserted) {
-    if (registry->next == 0) {
-      registry->ids.erase(it);
-      throw std::length_error("layout ids exhausted");
-    }
-    it->second = registry->next++;
-  }
-  return it->second;
-}
-
 // Debian's abseil has its own string_view, which absl::StrCat does not take
 // from a std::string_view: join by hand.
 std::string Concat(std::initializer_list<std::string_view> parts) {
   std::string out;
   for (std::string_view part : parts) out.append(part);
   return out;
-}
-
-// Length-prefixed, so no two different key sets encode alike.
-void AppendField(std::string* out, std::string_view field) {
-  out->append(std::to_string(field.size())).append(":").append(field);
 }
 
 // The suffixes of a layout without advertised pools, in the order SGLang
@@ -169,8 +139,7 @@ std::unique_ptr<const Layout> Layout::Create(const LayoutSpec& spec, std::string
     return nullptr;
   }
   const std::vector<std::vector<SuffixRef>> pool_refs = layout->FillSuffixArena(pools);
-  layout->InternLevels(spec, pools, pool_refs);
-  layout->PrepareFingerprints();
+  layout->MakeLevels(pools, pool_refs);
   return layout;
 }
 
@@ -222,8 +191,7 @@ std::vector<std::vector<Layout::SuffixRef>> Layout::FillSuffixArena(const std::v
   return pool_refs;
 }
 
-void Layout::InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& pools,
-                          const std::vector<std::vector<SuffixRef>>& pool_refs) {
+void Layout::MakeLevels(const std::vector<PoolSpec>& pools, const std::vector<std::vector<SuffixRef>>& pool_refs) {
   // Distinct trailing counts; a count of 0 covers no page and adds no level.
   std::vector<uint32_t>& thresholds = trailing_thresholds_;
   for (const PoolSpec& pool : pools) {
@@ -236,48 +204,20 @@ void Layout::InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& p
 
   // Level j: the all_pages pools plus the trailing pools among the j largest
   // counts, each level's suffixes contiguous and in pool order.
-  const std::string tenant_canonical = spec.tenant_id.empty() ? "default" : spec.tenant_id;
   for (size_t j = 0; j <= thresholds.size(); ++j) {
     const uint32_t min_trailing = j == 0 ? UINT32_MAX : thresholds[thresholds.size() - j];
     Level level;
     level.first_suffix = static_cast<uint32_t>(suffix_refs_.size());
-    std::string canonical;
-    AppendField(&canonical, tenant_canonical);
-    AppendField(&canonical, group_prefix_);
-    AppendField(&canonical, key_prefix_);
     for (size_t p = 0; p < pools.size(); ++p) {
       const bool covers = pools[p].hit_policy == HitPolicy::kAllPages ||
                           (j > 0 && pools[p].trailing_pages >= min_trailing);
       if (!covers) continue;
-      for (size_t s = 0; s < pool_refs[p].size(); ++s) {
-        suffix_refs_.push_back(pool_refs[p][s]);
-        AppendField(&canonical, pools[p].suffixes[s]);
-      }
+      suffix_refs_.insert(suffix_refs_.end(), pool_refs[p].begin(), pool_refs[p].end());
     }
     level.n_suffixes = static_cast<uint32_t>(suffix_refs_.size()) - level.first_suffix;
-    // A level without keys never hits, so it never verifies: it needs no id.
-    level.id = level.n_suffixes == 0 ? 0 : InternKeySet(canonical);
     levels_.push_back(level);
   }
-}
 
-static_assert(kPageHashHexLength == kFingerprintHexRun, "a page hash is the hex run keys split after");
-
-void Layout::PrepareFingerprints() {
-  // Every suffix is non-empty, so a key splits after the page hash exactly
-  // when the prefix neither ends in a hex digit nor holds a run of 64.
-  const std::string sample = key_prefix_ + std::string(kPageHashHexLength, '0') + "_";
-  split_keys_ = FingerprintSplit(sample) == key_prefix_.size() + kPageHashHexLength;
-  // A group id ends with the hash, which is its first run of 64 hex digits
-  // unless the prefix holds one (a tag made of them).
-  const std::string group_sample = group_prefix_ + std::string(kPageHashHexLength, '0');
-  hash_ended_groups_ = HexRunEnd(group_sample) == group_sample.size();
-  if (hash_ended_groups_) group_secret_ = HashEndSecretOf(tenant_seed_, group_prefix_);
-  // "sglang-hicache:<key prefix><hash>": the group is named after its keys'
-  // head, unless a key prefix (pools) differs from the tag.
-  groups_named_by_key_heads_ = split_keys_ && group_prefix_ == Concat({kGroupIdPrefix, key_prefix_});
-  suffix_parts_.clear();
-  for (uint32_t i = 0; i < suffix_refs_.size(); ++i) suffix_parts_.push_back(FingerprintPart(tenant_seed_, Suffix(i)));
   // Each level's keys as the page store names them: the key prefix, the
   // digest, a suffix (index/slot_plan.h).
   level_slots_.clear();
@@ -288,12 +228,6 @@ void Layout::PrepareFingerprints() {
     }
     level_slots_.push_back(std::move(slots));
   }
-}
-
-Fingerprint Layout::WholeGroupFingerprint(const char* hash) const {
-  KeyBuffer group(group_prefix_);
-  group.SetHash(std::string_view(hash, kPageHashHexLength));
-  return FingerprintOf(tenant_seed_, group.Bare());
 }
 
 std::string Layout::GroupId(std::string_view page_hash_hex) const {

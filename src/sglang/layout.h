@@ -16,17 +16,9 @@
 // distinct trailing counts. Layouts without pools (or without trailing
 // pools) have one level.
 //
-// Layout ids. A group verified by a query means "every key of this key set
-// was present"; a later query may trust it only if it needs the same key
-// set. So each level has its own LayoutId, interned in a process-wide
-// registry by the exact key set it stands for (tenant, group-id prefix, key
-// prefix, suffixes in order). Two layouts that derive the same keys share
-// ids -- which keeps two handles of one model (say, one per worker, or one
-// rebuilt on a config refresh) from overwriting each other's verifications
-// -- and ids are never reused, so a verification can never be mistaken for
-// one made under a different key set. Page size and eagle change how the
-// page hash is computed, not what keys a given hash needs: they do not
-// enter the id.
+// Since 1.4 a page is one entry of the page store (index/object_store.h):
+// each level's keys are named as slots (Slots(level)), which a query
+// resolves to a slot plan once per index (query/query_plans.h).
 #pragma once
 
 #include "common/warn_once.h"
@@ -47,9 +39,9 @@
 namespace sci {
 
 // SGLang's group ids: this, then the head of the page's keys (its tag, if
-// any, and the page hash). An index that should count stray keys of SGLang
-// pages is made with it as IndexOptions::head_group_prefix
-// (SGLangIndexOptions).
+// any, and the page hash). 1.3 counted stray keys of SGLang pages in an
+// index made with it as IndexOptions::head_group_prefix
+// (SGLangIndexOptions); since 1.4 the option is kept and unused.
 inline constexpr std::string_view kGroupIdPrefix = "sglang-hicache:";
 
 // Options for an index serving SGLang layouts: `options` with SGLang's
@@ -94,9 +86,8 @@ class Layout {
   // Capacity of a KeyBuffer: every key and group id of a layout must fit.
   static constexpr size_t kMaxKeyBytes = 1024;
 
-  // A set of keys one page needs, with the id its verifications carry.
+  // A set of keys one page needs.
   struct Level {
-    LayoutId id = 0;
     uint32_t first_suffix = 0;  // into suffixes()
     uint32_t n_suffixes = 0;    // 0: the page needs no key, so it can never hit
   };
@@ -140,27 +131,6 @@ class Layout {
   }
   const std::vector<Level>& levels() const { return levels_; }
 
-  // Whether this layout's keys split right after the page hash
-  // (index/fingerprint.h): then a key's fingerprint is
-  // CombineFingerprintParts(seed, FingerprintPart(seed, <prefix><hash>),
-  // SuffixPart(i)), one short hash per key. False only for a key prefix
-  // that ends in hex digits or holds a run of 64 of them: such keys are
-  // fingerprinted whole, as the writer does.
-  bool split_keys() const { return split_keys_; }
-  // Whether a page's group id is "sglang-hicache:" followed by its keys'
-  // head (split keys; no key prefix other than the tag): then an unknown
-  // group whose index reports no stray key proves its page absent
-  // (1.3's stray counts; unused since 1.4). False for pools whose key_prefix is not the tag.
-  bool groups_named_by_key_heads() const { return groups_named_by_key_heads_; }
-  // The fingerprint of the group id of the page whose hash is the 64 hex
-  // digits at `hash` ("<group prefix><hash>"), as FingerprintOf gives it:
-  // a hash-ended string (index/fingerprint.h), from the group prefix's
-  // secret computed once here, unless the prefix itself holds a run of 64
-  // digits (a tag made of them).
-  Fingerprint GroupFingerprint(const char* hash) const {
-    return hash_ended_groups_ ? HashEndedFingerprint(group_secret_, hash) : WholeGroupFingerprint(hash);
-  }
-  const Fingerprint& SuffixPart(uint32_t i) const { return suffix_parts_[i]; }
   // The slots (index/slot_plan.h) of the keys `level` needs: the key
   // prefix and each suffix around the page's digest. What a query resolves
   // to a slot plan.
@@ -187,14 +157,8 @@ class Layout {
   std::string CheckKeyLengths(const LayoutSpec& spec, const std::vector<PoolSpec>& pools);
   // each pool's suffixes once in the arena (their refs, per pool);
   std::vector<std::vector<SuffixRef>> FillSuffixArena(const std::vector<PoolSpec>& pools);
-  // the coverage levels, each with the id interned for its key set.
-  void InternLevels(const LayoutSpec& spec, const std::vector<PoolSpec>& pools,
-                    const std::vector<std::vector<SuffixRef>>& pool_refs);
-  // and the fingerprint parts of the suffixes.
-  void PrepareFingerprints();
-  // GroupFingerprint without hash_ended_groups_: the group id built and
-  // fingerprinted whole.
-  Fingerprint WholeGroupFingerprint(const char* hash) const;
+  // and the coverage levels, with each level's slot names.
+  void MakeLevels(const std::vector<PoolSpec>& pools, const std::vector<std::vector<SuffixRef>>& pool_refs);
 
   uint32_t page_size_ = 0;
   bool is_eagle_ = false;
@@ -203,12 +167,7 @@ class Layout {
   std::string key_prefix_;
   std::string suffix_arena_;
   std::vector<SuffixRef> suffix_refs_;  // each level's suffixes, contiguous
-  std::vector<Fingerprint> suffix_parts_;  // FingerprintPart of each suffix_refs_ entry
   std::vector<std::vector<SlotName>> level_slots_;  // Slots() of each level
-  bool split_keys_ = false;
-  bool groups_named_by_key_heads_ = false;
-  bool hash_ended_groups_ = false;  // the page hash is a group id's first run of 64 digits (the usual case)
-  HashEndSecret group_secret_{};     // of the group prefix, with hash_ended_groups_
   std::vector<uint32_t> trailing_thresholds_;  // distinct trailing counts > 0, ascending
   std::vector<Level> levels_;                  // trailing_thresholds_.size() + 1 of them
   size_t max_key_length_ = 0;
