@@ -28,6 +28,10 @@
 //                        events each) storing new pages then removing them,
 //                        decoded and applied by ApplyMessage on the index of
 //                        that size, >= 1M events in all
+//   contains_ns          Index::Contains (what sci_index_contains calls) of
+//                        100,000 random present foreign keys, made beforehand,
+//                        each asked once: wall time per call (1.4's target:
+//                        at 100M within 1.3x of 1M)
 //   fill_s, process_peak_MB   the fill's wall time, and the process's peak RSS
 //                        from the fill's start to the size's end (what the
 //                        machine must have for the size)
@@ -39,6 +43,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -134,6 +139,27 @@ double MeasureDecodeApply(benchmark::State& state, ColdFixture& fixture, size_t 
   return static_cast<double>(events) / seconds;
 }
 
+// Asks the index about kContainsCalls random present foreign keys (pages
+// [0, foreign_keys / 16), stored by ColdFixture with salt 77): wall
+// nanoseconds per call, or a negative value if one was not found.
+double MeasureContains(ColdFixture& fixture, uint64_t foreign_keys) {
+  constexpr size_t kContainsCalls = 100'000;
+  std::mt19937_64 rng(foreign_keys);
+  std::vector<std::string> keys;
+  keys.reserve(kContainsCalls);
+  for (size_t i = 0; i < kContainsCalls; ++i) {
+    const uint64_t k = rng() % foreign_keys;
+    const uint64_t slot = k % 16;
+    keys.push_back(ForeignPageHash(k / 16, 77) + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v"));
+  }
+  const Index& index = fixture.index();
+  size_t found = 0;
+  const auto start = Clock::now();
+  for (const std::string& key : keys) found += index.Contains({}, key) ? 1 : 0;
+  const double seconds = Seconds(Clock::now() - start);
+  return found == keys.size() ? seconds * 1e9 / static_cast<double>(keys.size()) : -1;
+}
+
 bool HoldsExactly(benchmark::State& state, ColdFixture& fixture, uint64_t keys, const char* when) {
   const uint64_t held = fixture.index().GetStats().keys;
   if (held == keys) return true;
@@ -162,6 +188,12 @@ void BM_Scale(benchmark::State& state, ScaleSize size) {
 
     if (!MeasureColdQueries(state, *fixture, Eviction::kNone, "")) return;
     if (size.dram512m && !MeasureColdQueries(state, *fixture, Eviction::kDram, "_dram512m")) return;
+    const double contains_ns = MeasureContains(*fixture, size.keys - kPromptKeys);
+    if (contains_ns < 0) {
+      state.SkipWithError("a present key was not found");
+      return;
+    }
+    state.counters["contains_ns"] = contains_ns;
 
     const double rate = MeasureDecodeApply(state, *fixture, size.stream_cycles);
     if (rate < 0 || !HoldsExactly(state, *fixture, size.keys, "after the churn")) return;

@@ -100,9 +100,9 @@ typedef struct sci_index sci_index;
 
 typedef struct sci_index_options {
     uint32_t struct_size;
-    /* Most entries (present keys + groups) held at once; 0 = default
-     * (33554432). Beyond it new keys and groups are refused and counted
-     * (capacity_refusals); the index keeps serving and never wipes itself. */
+    /* Most object keys present at once; 0 = default (33554432). Beyond it
+     * new keys are refused and counted (capacity_refusals); the index keeps
+     * serving and never wipes itself. (1.0-1.3 counted keys + groups.) */
     uint64_t max_entries;
     /* ---- 1.2 (read only when struct_size covers them) ---- */
     /* When a key stops being present: SCI_RESIDENCY_OBJECT (0, the default)
@@ -284,7 +284,8 @@ typedef struct sci_page_result {
     size_t prefix_hits; /* the usable prefix: the leading run of hit pages (SGLang); on a vLLM
                            layout sci_index_check_prefix's answer (Dynamo's), which may differ
                            from the leading run of hits[] (hybrid and window-only layouts) */
-    size_t fast_path;   /* pages answered by an already-verified group */
+    size_t fast_path;   /* SGLang: page hits answered by one page entry each -- since 1.4 every
+                           hit (1.3: by an already-verified group); vLLM: 0 */
     /* ---- 1.4 (written only when struct_size covers it) ---- */
     size_t prefix_tokens; /* the leading prompt tokens the engine will load from the pool:
                              SGLang prefix_hits * page_size (at most the whole pages before
@@ -631,11 +632,9 @@ typedef struct sci_subscriber_options {
  * counted in resync_failures and logged, leaves the index empty and
  * answering miss, and is retried no more often than resync_min_interval_ms,
  * doubling per consecutive failure up to 16 times that. Snapshot keys carry
- * no group: the first query of a page after a resync proves it key by key
- * and asks for its adoption, which the subscriber's thread makes at once
- * (the page's group recorded on its keys, if they are still all present
- * under none): from its next query the page takes the fast path
- * (sci_stats.groups_adopted).
+ * no group, and since 1.4 none is needed: they load straight into page
+ * entries, so the first query of a resynced page costs what any query
+ * costs (1.3 proved it key by key and adopted its group).
  *
  * HA following (1.1, with etcd_endpoints; 1.2, with redis_endpoint). The
  * subscriber reads the leader's RPC address "ip:port" from etcd (v3 JSON
@@ -705,8 +704,8 @@ sci_status sci_subscriber_retarget(sci_subscriber *sub, sci_str endpoint, sci_st
 typedef struct sci_stats {
     uint32_t struct_size;
     uint64_t keys;               /* gauge: object keys present */
-    uint64_t groups;             /* gauge: groups (pages) known */
-    uint64_t verified_groups;    /* gauge: groups whose pages answer with one lookup */
+    uint64_t groups;             /* gauge: page entries (1.4; 1.3: groups known) */
+    uint64_t verified_groups;    /* gauge: 0 since 1.4, every page is one entry (1.3: groups verified) */
     uint64_t batches_applied;    /* batches applied (duplicates excluded) */
     uint64_t events_applied;     /* stored / removed / all-cleared events applied */
     uint64_t duplicate_batches;  /* batches ignored: same sequence as the last one */
@@ -724,7 +723,7 @@ typedef struct sci_stats {
     uint64_t queries;            /* page queries (a block-size mismatch counts here only) */
     uint64_t pages_checked;      /* pages examined by page queries */
     uint64_t page_hits;          /* pages found fully present */
-    uint64_t fast_path_hits;     /* page hits answered by a verified group */
+    uint64_t fast_path_hits;     /* page hits answered by one page entry (every SGLang hit since 1.4) */
     /* ---- 1.1 (written only when struct_size covers them) ---- */
     uint64_t resyncs;            /* snapshots loaded and caught up with the stream */
     uint64_t resync_failures;    /* downloads failed, timed out, malformed, or aborted by a gap/overflow */
@@ -733,16 +732,12 @@ typedef struct sci_stats {
     uint64_t leader_changes;     /* new leader views followed (etcd) */
     uint64_t stores_withheld;    /* stored events not applied: their Mooncake batch began a run
                                     right after a possible loss (docs/index-semantics.md) */
-    uint64_t summarised_pages;   /* gauge: pages in the page summary (checked by one line when
-                                    their group is not verified) */
-    uint64_t tail_numbers;       /* gauge: key tails numbered for the page summary, of 64; at 64,
-                                    pages whose keys have other tails are checked key by key */
-    uint64_t groups_adopted;     /* pages a query proved key by key while their group was unknown
-                                    (keys from a snapshot carry none), given their group back by
-                                    the writer: they take the fast path again */
-    uint64_t stray_keys;         /* gauge: page keys present outside their page's group (from a
-                                    snapshot and not yet adopted, or mislabelled): while a page
-                                    may have one, its absence costs a key lookup more */
+    /* The next four are 0 since 1.4: the page store retired the mechanisms
+     * they counted (docs/operations.md, "Counters"). */
+    uint64_t summarised_pages;   /* 1.3: gauge, pages in the page summary */
+    uint64_t tail_numbers;       /* 1.3: gauge, key tails numbered for the page summary */
+    uint64_t groups_adopted;     /* 1.3: pages given their group back after a snapshot */
+    uint64_t stray_keys;         /* 1.3: gauge, page keys present outside their page's group */
     /* ---- 1.2 (written only when struct_size covers them) ---- */
     uint64_t tenant_clears;      /* tenants emptied by a `cleared` event (or by an event of an
                                     unknown type that names no key) */
@@ -782,6 +777,10 @@ typedef struct sci_stats {
                                       batches flowed: stored events applied again without it (warned once) */
     uint64_t disconnect_clears; /* disconnects that cleared the index because a restart behind them could
                                    not be ruled out (reconnect_policy SCI_RECONNECT_RESYNC) */
+    /* ---- 1.4 (written only when struct_size covers it) ---- */
+    uint64_t stores_past_slot_capacity; /* keys stored whole (exact, about 20 B each instead of a bit) because
+                                           every page slot number was taken: some writer names its keys with a
+                                           new prefix or suffix around the digest per page (warned once) */
 } sci_stats;
 #define SCI_STATS_INIT SCI_STRUCT_INIT_(sci_stats)
 

@@ -2,10 +2,13 @@
 // the C++ index directly (no sockets, no decoder).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "index/index.h"
+#include "index/slot_names.h"
+#include "log_capture.h"
 
 namespace sci {
 namespace {
@@ -273,6 +276,37 @@ TEST_F(IndexSemantics, ManyKeysAcrossShardsAreAllFoundAndAllCleared) {
   EXPECT_EQ(stats().keys, 0u);
   EXPECT_EQ(stats().groups, 0u);
   for (const std::string& k : keys) ASSERT_FALSE(Has(k)) << k;
+}
+
+// ---- slot numbers running out (1.4) ----
+
+// A writer naming each page's keys with a new prefix uses one slot number
+// per key: past the last, keys are stored whole -- still exact -- counted
+// in stores_past_slot_capacity and warned about once.
+TEST_F(IndexSemantics, KeysPastTheLastSlotNumberAreStoredWholeCountedAndWarnedOnce) {
+  sci::testing::LogCapture log;
+  const std::string digest(64, 'a');
+  constexpr uint32_t kPast = 10;
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < SlotNames::kCapacity + kPast; ++i) keys.push_back("p" + std::to_string(i) + "_" + digest);
+  uint64_t sequence = 1;
+  for (size_t first = 0; first < keys.size(); first += 256) {
+    std::vector<Event> batch;
+    for (size_t i = first; i < std::min(keys.size(), first + 256); ++i) batch.push_back(Stored(keys[i]));
+    Apply(sequence++, batch);
+  }
+  EXPECT_EQ(stats().keys, keys.size());
+  EXPECT_EQ(stats().stores_past_slot_capacity, kPast);
+  for (const std::string& k : keys) ASSERT_TRUE(Has(k)) << k;
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "slot numbers are taken"), 1u);
+  // Removed, they are gone; stored again, counted again (a store, not a key).
+  Apply(sequence++, {Removed(keys.back())});
+  EXPECT_FALSE(Has(keys.back()));
+  Apply(sequence++, {Stored(keys.back())});
+  EXPECT_TRUE(Has(keys.back()));
+  EXPECT_EQ(stats().stores_past_slot_capacity, kPast + 1);
+  EXPECT_EQ(index_.Inconsistency(), "");
+  EXPECT_EQ(log.Count(LogLevel::kWarn, "slot numbers are taken"), 1u);
 }
 
 }  // namespace

@@ -258,6 +258,7 @@ class sci_stats(Structure):
         ("resyncs_withholding", c_uint64),
         ("catch_ups_unanchored", c_uint64),
         ("disconnect_clears", c_uint64),
+        ("stores_past_slot_capacity", c_uint64),  # 1.4
     ]
 
 
@@ -277,7 +278,7 @@ EXPECTED_SIZES_LP64 = {
     sci_block_hashes: 40,
     sci_tier_result: 112,
     sci_subscriber_options: 168,
-    sci_stats: 416,
+    sci_stats: 424,
 }
 
 if ctypes.sizeof(c_void_p) == 8:

@@ -333,6 +333,8 @@ pub struct Stats {
     /// Disconnects that cleared the index because a restart behind them
     /// could not be ruled out (the default reconnect policy; added in 1.3.0).
     pub disconnect_clears: u64,
+    /// Keys stored whole because every page slot number was taken (1.4).
+    pub stores_past_slot_capacity: u64,
 }
 
 impl From<&sys::sci_stats> for Stats {
@@ -390,6 +392,7 @@ impl From<&sys::sci_stats> for Stats {
             resyncs_withholding: s.resyncs_withholding,
             catch_ups_unanchored: s.catch_ups_unanchored,
             disconnect_clears: s.disconnect_clears,
+            stores_past_slot_capacity: s.stores_past_slot_capacity,
         }
     }
 }

@@ -333,11 +333,13 @@ void Index::StoreKey(const KeyName& key, MediaSet medium) {
     if (is_new && key.digest_ended) event_digests_.Remove(key.digest, tag);  // never allocates
     throw;
   }
+  SCI_DCHECK(change.present && change.was_present == !is_new, "a store leaves its key present; Has() told the truth");
   Account(key, change);
 }
 
 void Index::RemoveKey(const KeyName& key, MediaSet medium) {
   const SlotChange change = store_.Remove(key.place, medium);
+  SCI_DCHECK(change.was_present || !change.present, "a removal never makes a key present");
   if (change.was_present && change.present) counters_.medium_removals_kept.Add();
   if (change.was_present && !change.present && key.digest_ended) {
     event_digests_.Remove(key.digest, TenantTag(key.tenant_seed));
@@ -348,6 +350,9 @@ void Index::RemoveKey(const KeyName& key, MediaSet medium) {
 void Index::Account(const KeyName& key, const SlotChange& change) {
   if (change.present != change.was_present) {
     const int64_t n = change.present ? 1 : -1;
+    SCI_DCHECK(change.present || (key_count_.load(std::memory_order_relaxed) > 0 &&
+                                  keys_by_tag_[TenantTag(key.tenant_seed)] > 0),
+               "a key leaving was counted, in its tenant too");
     key_count_.store(key_count_.load(std::memory_order_relaxed) + static_cast<uint64_t>(n), std::memory_order_relaxed);
     keys_by_tag_[TenantTag(key.tenant_seed)] += static_cast<uint64_t>(n);
     CountKeysAtTier(TierOfMedia(change.present ? change.media : change.was_media), n);
@@ -476,6 +481,7 @@ Stats Index::GetStats() const {
   s.summarised_pages = 0;
   s.tail_numbers = 0;
   s.stray_keys = 0;
+  s.stores_past_slot_capacity = stores_past_slot_capacity_.load(std::memory_order_relaxed);
   // The cursor's mirrors are atomics, made to be read without apply_mu_.
   s.has_sequence = ABSL_TS_UNCHECKED_READ(cursor_).has_sequence_now();
   s.last_sequence = s.has_sequence ? ABSL_TS_UNCHECKED_READ(cursor_).last_sequence_now() : 0;

@@ -23,8 +23,8 @@
 
 #define SCI_STAT_LIST(X)                                                                                           \
   X(keys, uint64_t, GAUGE, TABLES, "Object keys present in the index.")                                          \
-  X(groups, uint64_t, GAUGE, TABLES, "Logical groups (pages) known to the index.")                               \
-  X(verified_groups, uint64_t, GAUGE, TABLES, "Groups verified complete: their pages answer with one lookup.")   \
+  X(groups, uint64_t, GAUGE, TABLES, "Page entries in the page store (1.4; 1.3: groups known).")                \
+  X(verified_groups, uint64_t, GAUGE, TABLES, "Always 0 since 1.4 (every page is one entry; 1.3: groups verified).") \
   X(batches_applied, uint64_t, COUNTER, WRITER, "Event batches applied in sequence.")                            \
   X(events_applied, uint64_t, COUNTER, WRITER, "Object events applied.")                                         \
   X(duplicate_batches, uint64_t, COUNTER, WRITER, "Batches ignored because their sequence repeated the last one.") \
@@ -54,13 +54,13 @@
   X(stores_withheld, uint64_t, COUNTER, WRITER,                                                                  \
     "Stored events not applied: their Mooncake batch began a run right after a possible loss.")               \
   X(summarised_pages, uint64_t, GAUGE, TABLES,                                                                   \
-    "Pages in the page summary: checked by one line when their group is not verified.")                         \
+    "Always 0 since 1.4 (1.3: pages in the page summary).")                                                   \
   X(tail_numbers, uint64_t, GAUGE, TABLES,                                                                       \
-    "Key tails numbered for the page summary, of 64; at 64, pages with new tails are checked key by key.")       \
+    "Always 0 since 1.4 (1.3: key tails numbered for the page summary).")                                     \
   X(groups_adopted, uint64_t, COUNTER, WRITER,                                                                   \
-    "Pages proven key by key with an unknown group (snapshot keys) given their group back: fast path again.") \
+    "Always 0 since 1.4 (1.3: snapshot pages given their group back).")                                       \
   X(stray_keys, uint64_t, GAUGE, TABLES,                                                                         \
-    "Page keys present outside their page's group (snapshot keys not yet adopted, mislabelled keys).")        \
+    "Always 0 since 1.4 (1.3: page keys present outside their page's group).")                                \
   X(tenant_clears, uint64_t, COUNTER, WRITER,                                                                    \
     "Tenants emptied by a cleared event (or an event of an unknown type naming no key).")                       \
   X(medium_removals_kept, uint64_t, COUNTER, WRITER,                                                             \
@@ -83,7 +83,8 @@
   X(status_refused, uint64_t, COUNTER, SUBSCRIBER, "Publisher status answers refused: a bound below what the stream showed (another publisher's or reset counters), or values out of range.") \
   X(resyncs_withholding, uint64_t, COUNTER, SUBSCRIBER, "Resyncs released before their catch-up was anchored (a quiet master, or the hold's limit): stored events withheld until the anchor.") \
   X(catch_ups_unanchored, uint64_t, COUNTER, SUBSCRIBER, "Catch-ups whose anchor never came within resync_catch_up_max_ms: stored events applied again without it.") \
-  X(disconnect_clears, uint64_t, COUNTER, SUBSCRIBER, "Disconnects that cleared the index because a publisher restart behind them could not be ruled out (reconnect_policy resync): each resynced if configured.")
+  X(disconnect_clears, uint64_t, COUNTER, SUBSCRIBER, "Disconnects that cleared the index because a publisher restart behind them could not be ruled out (reconnect_policy resync): each resynced if configured.") \
+  X(stores_past_slot_capacity, uint64_t, COUNTER, TABLES, "Keys stored whole (exact, about 20 B instead of a bit) because all page slot numbers were taken (1.4).")
 
 // Helpers for the generated code, selected by pasting a column onto a
 // prefix: each expands to its arguments for the rows it names, to nothing

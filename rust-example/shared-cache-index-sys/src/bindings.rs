@@ -1683,12 +1683,13 @@ pub struct sci_stats {
     pub resyncs_withholding: u64,
     pub catch_ups_unanchored: u64,
     pub disconnect_clears: u64,
+    pub stores_past_slot_capacity: u64,
 }
 #[test]
 fn bindgen_test_layout_sci_stats() {
     assert_eq!(
         ::std::mem::size_of::<sci_stats>(),
-        416usize,
+        424usize,
         concat!("Size of: ", stringify!(sci_stats))
     );
     assert_eq!(
@@ -2597,6 +2598,23 @@ fn bindgen_test_layout_sci_stats() {
         );
     }
     test_field_disconnect_clears();
+    fn test_field_stores_past_slot_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sci_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stores_past_slot_capacity) as usize - ptr as usize
+            },
+            416usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sci_stats),
+                "::",
+                stringify!(stores_past_slot_capacity)
+            )
+        );
+    }
+    test_field_stores_past_slot_capacity();
 }
 extern "C" {
     pub fn sci_index_stats(index: *const sci_index, stats: *mut sci_stats) -> sci_status;
