@@ -45,12 +45,14 @@
 //
 // hits:all/snapshot asks about prompts whose keys were loaded from a
 // snapshot (a resync: no group): the first query of each page after a
-// restart or a failover. It proves every page key by key and asks for its
-// adoption; the writer applies no batch during the loop, so none is
-// adopted and every prompt is asked about in that state (after its
-// adoption a page is on the fast path: the fastpath rows). Then the writer
-// adopts what the queue took, timed (adoption_us_per_page), and the groups
-// are stored again.
+// restart or a failover. 1.3 proved every such page key by key and adopted
+// its group later; since 1.4 snapshot keys load into page entries and the
+// query reads one entry a page, as for any other prompt.
+//
+// Since 1.4 the fastpath and exact rows keep their names and their
+// workloads (exact: each page's first object stored again before the
+// query, which in 1.3 dropped its group's verification), so that 1.3 and
+// 1.4 compare row by row; in 1.4 both read one page entry a page.
 //
 // The prefix case queries unrelated prompts (never stored) with
 // CheckPrefix, paired with SHA-256 of their first page alone (target

@@ -4,7 +4,9 @@
 //   memory/keys:<size>            keys only (SGLang-shaped keys, no group id)
 //   memory/tp8_pages/keys:<size>  tp8 pages as SGLang stores them: 16 keys
 //                                 and one group per page, the groups' memory
-//                                 charged to the keys
+//                                 charged to the keys (keys:1b: the slow
+//                                 1.4 row, about 3 GB; not for 1.3)
+//   memory/tp1_pages/keys:<size>  tp1 pages: 2 keys (_0_k, _0_v) a page
 //   .../per_medium                the same under the per-medium residency
 //                                 rule (a key's media beside its group ref)
 //
@@ -28,7 +30,7 @@
 namespace sci::bench {
 namespace {
 
-enum class Shape { kKeysOnly, kTp8Pages };
+enum class Shape { kKeysOnly, kTp8Pages, kTp1Pages };
 
 void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency residency = Residency::kObject) {
   Resident r;
@@ -43,7 +45,8 @@ void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency
           if (shape == Shape::kKeysOnly) {
             FillWithForeignKeys(*index, n, &sequence);
           } else {
-            ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence);
+            ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence, "cpu",
+                              shape == Shape::kTp1Pages ? 2 : 16);
           }
           return index;
         },
@@ -74,6 +77,12 @@ BENCHMARK_CAPTURE(BM_MemoryPerKey, pages30m, Shape::kTp8Pages, 30'000'000)
     ->Name("memory/tp8_pages/keys:30m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages100m, Shape::kTp8Pages, 100'000'000)
     ->Name("memory/tp8_pages/keys:100m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, pages1b, Shape::kTp8Pages, 1'000'000'000)
+    ->Name("memory/tp8_pages/keys:1b")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, tp1_pages10m, Shape::kTp1Pages, 10'000'000)
+    ->Name("memory/tp1_pages/keys:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, tp1_pages30m, Shape::kTp1Pages, 30'000'000)
+    ->Name("memory/tp1_pages/keys:30m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m_per_medium, Shape::kTp8Pages, 10'000'000, Residency::kPerMedium)
     ->Name("memory/tp8_pages/keys:10m/per_medium")->Iterations(1)->Unit(benchmark::kMillisecond);
 

@@ -65,16 +65,17 @@ inline std::string ForeignPageHash(uint64_t id, uint64_t salt) {
 // covering `n_keys` keys, with their group ids, in 64-event batches, on
 // `medium`.
 inline void ApplyForeignPages(Index& index, uint64_t first_page, uint64_t n_keys, bool stored, uint64_t salt,
-                              uint64_t* sequence, std::string_view medium = "cpu") {
+                              uint64_t* sequence, std::string_view medium = "cpu", uint64_t keys_per_page = 16) {
   constexpr size_t kBatch = 64;
-  constexpr uint64_t kKeysPerPage = 16;
+  const uint64_t kKeysPerPage = keys_per_page;
   std::vector<std::string> keys(kBatch), groups(kBatch);
   std::vector<Event> batch(kBatch);
   size_t filled = 0;
+  std::string hash;
   for (uint64_t k = 0; k < n_keys; ++k) {
     const uint64_t page = first_page + k / kKeysPerPage;
     const uint64_t slot = k % kKeysPerPage;
-    const std::string hash = ForeignPageHash(page, salt);
+    if (slot == 0) hash = ForeignPageHash(page, salt);  // once a page
     keys[filled] = hash + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v");
     groups[filled] = "sglang-hicache:" + hash;
     batch[filled] = Event{stored ? EventKind::kStored : EventKind::kRemoved, keys[filled], groups[filled], {}, medium};

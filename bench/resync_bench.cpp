@@ -67,20 +67,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// Fixed-width keys shaped like SGLang objects ("<64 hex>_<rank>_k\n", 72
-// bytes): line i is a function of i, so the server streams any range of the
-// body without ever holding it.
+// Fixed-width keys shaped like SGLang objects ("<64 hex>_<rank>_<k|v>_xx\n",
+// 72 bytes): line i is a function of i, so the server streams any range of
+// the body without ever holding it. Lines come in pages of g_keys_per_page
+// keys sharing a digest: 16 (a tp8 page: ranks 0-7, k and v; the default),
+// or 1 (one_key_a_page rows: every key its own page, the page store's worst
+// case). Set before the server forks.
 constexpr size_t kLineBytes = 72;
-void WriteLine(uint64_t i, char* out) {
+uint64_t g_keys_per_page = 16;
+void WriteLine(uint64_t line, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
+  const uint64_t i = line / g_keys_per_page, slot = line % g_keys_per_page;
   const uint64_t words[4] = {i * 0x9E3779B97F4A7C15ull, i, 0, 0x5eed};
   for (int w = 0; w < 4; ++w) {
     for (int d = 0; d < 16; ++d) out[w * 16 + d] = kHex[(words[w] >> (60 - 4 * d)) & 0xf];
   }
   out[64] = '_';
-  out[65] = static_cast<char>('0' + i % 8);
+  out[65] = static_cast<char>('0' + slot / 2 % 8);
   out[66] = '_';
-  out[67] = 'k';
+  out[67] = slot % 2 == 0 ? 'k' : 'v';
   out[68] = '_';
   out[69] = 'x';
   out[70] = 'x';
@@ -227,7 +232,8 @@ void PrintWarnings(void*, int32_t level, const char* msg, size_t) {
   if (level >= static_cast<int32_t>(LogLevel::kInfo)) std::fprintf(stderr, "%s\n", msg);
 }
 
-void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s) {
+void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s, uint64_t keys_per_page = 16) {
+  g_keys_per_page = keys_per_page;
   SetLogCallback(PrintWarnings, nullptr);
   for (auto _ : state) {
     SnapshotServerProcess server(keys);  // first: forked while no thread runs
@@ -328,6 +334,7 @@ void BM_Resync(benchmark::State& state, uint64_t keys, double live_events_per_s)
 // time it holds is the resync's; under event_ids it costs nothing, and a
 // restart whose sequence and event ids both continue goes unseen.
 void BM_Blip(benchmark::State& state, uint64_t keys, ReconnectPolicy policy) {
+  g_keys_per_page = 16;
   SetLogCallback(PrintWarnings, nullptr);
   for (auto _ : state) {
     SnapshotServerProcess server(keys);  // first: forked while no thread runs
@@ -443,6 +450,8 @@ BENCHMARK_CAPTURE(BM_Resync, 1m, 1000000, 100000.0)
 // which the peak resident size does not count (it is page cache).
 BENCHMARK_CAPTURE(BM_Resync, 30m, 30000000, 100000.0)
     ->Name("resync/keys:30m/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Resync, 1m_one_key_a_page, 1000000, 100000.0, 1)
+    ->Name("resync/keys:1m/live_events_per_s:100k/one_key_a_page")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Resync, 10k, 10000, 100000.0)
     ->Name("resync/keys:10k/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
