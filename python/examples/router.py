@@ -155,7 +155,7 @@ def print_counters(s: dict[str, int]) -> None:
     print("\nindex counters:")
     rows = [
         ("keys", s["keys"]),
-        ("groups (verified)", f"{s['groups']} ({s['verified_groups']})"),
+        ("page entries", s["groups"]),
         ("batches applied", s["batches_applied"]),
         ("events applied", s["events_applied"]),
         ("last sequence", s["last_sequence"] if s["has_sequence"] else "-"),

@@ -60,7 +60,7 @@ class PageResult:
             (SGLang); on a vLLM layout Dynamo's answer (``check_prefix``).
         prefix_tokens: the leading prompt tokens the engine will load from
             the pool (1.4; 0 from an older library).
-        fast_path: pages answered by an already-verified group.
+        fast_path: SGLang hits answered by one page entry each (every hit since 1.4); vLLM 0.
         hits: list[bool], one per page: every object of the page present.
         hits_bytes: the same as bytes, one 0/1 byte per page (no list built).
     """

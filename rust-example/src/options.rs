@@ -233,8 +233,10 @@ fn millis(duration: Duration) -> u32 {
 }
 
 /// A snapshot of the index's counters (each read atomically; the set is not
-/// one atomic snapshot). Gauges: `keys`, `groups`, `verified_groups`,
+/// one atomic snapshot). Gauges: `keys`, `groups` (page entries since 1.4),
 /// `subscriber_connected`, `snapshot_keys`, `resyncing`; the rest only grow.
+/// `verified_groups`, `summarised_pages`, `tail_numbers`, `groups_adopted`
+/// and `stray_keys` are 0 since 1.4 (the page store retired what they counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub keys: u64,
@@ -271,19 +273,13 @@ pub struct Stats {
     /// Stored events not applied because their Mooncake batch began a run
     /// right after a possible loss (added in 1.1).
     pub stores_withheld: u64,
-    /// Pages in the page summary: checked by one line when their group is
-    /// not verified (gauge).
+    /// 0 since 1.4 (1.3: pages in the page summary).
     pub summarised_pages: u64,
-    /// Key tails numbered for the page summary, of 64; at 64, pages whose
-    /// keys have other tails are checked key by key (gauge).
+    /// 0 since 1.4 (1.3: key tails numbered for the page summary).
     pub tail_numbers: u64,
-    /// Pages proven key by key while their group was unknown (keys loaded
-    /// from a snapshot carry none), given their group back by the writer:
-    /// they take the fast path again.
+    /// 0 since 1.4 (1.3: snapshot pages given their group back).
     pub groups_adopted: u64,
-    /// Page keys present outside their page's group (snapshot keys not yet
-    /// adopted, mislabelled keys): while a page may have one, telling it
-    /// absent costs a key lookup more (gauge).
+    /// 0 since 1.4 (1.3: page keys present outside their page's group).
     pub stray_keys: u64,
     /// Tenants emptied by a `cleared` event, or by an event of an unknown
     /// type that names no key (added in 1.2).

@@ -71,7 +71,8 @@ pub struct PageSummary {
     pub total_hits: usize,
     /// Length of the leading run of hit pages.
     pub prefix_hits: usize,
-    /// Pages answered by an already-verified group (one lookup).
+    /// SGLang: hits answered by one page entry each (every hit since 1.4);
+    /// vLLM: 0.
     pub fast_path: usize,
     /// The leading prompt tokens the engine will load from the pool (added
     /// in 1.4): SGLang `prefix_hits` x page size, at most the whole pages

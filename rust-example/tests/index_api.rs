@@ -256,11 +256,12 @@ fn check_pages_reports_every_hit_page_as_ranges() {
             hits.prefix_hits(),
             hits.fast_path()
         ),
-        (10, 6, 3, 0)
+        (10, 6, 3, 6)
     );
     assert_eq!(hits.flags(), &[1, 1, 1, 0, 0, 1, 1, 0, 0, 1]);
 
-    // The second query answers the verified groups with one lookup each.
+    // Since 1.4 every hit is one page entry read (fast_path), the first
+    // query's as the second's.
     let hits = index
         .check_pages(&layout, &tokens, 4, &mut scratch)
         .unwrap();
@@ -274,46 +275,31 @@ fn check_pages_reports_every_hit_page_as_ranges() {
             stats.page_hits,
             stats.fast_path_hits
         ),
-        (2, 20, 12, 6)
+        (2, 20, 12, 12)
     );
-    assert_eq!(stats.verified_groups, 6);
-    // The page summary: the six whole pages (page 7 holds one key), and the
-    // four tails of tp 2 (`_0_k`, `_0_v`, `_1_k`, `_1_v`).
-    assert_eq!((stats.summarised_pages, stats.tail_numbers), (6, 4));
+    // 1.3's group counters are 0 since 1.4; `groups` counts page entries
+    // (the six whole pages and page 7's one key).
+    assert_eq!((stats.verified_groups, stats.summarised_pages, stats.tail_numbers), (0, 0, 0));
+    assert_eq!(stats.groups, 7);
 }
 
 #[test]
-fn pages_stored_without_their_groups_are_adopted_after_their_first_query() {
+fn pages_stored_without_their_groups_hit_from_the_first_query() {
     let (layout, spec_layout) = tp2_layout();
     let tokens = prompt(3, 4 * 3);
     let objects = stored_objects(&spec_layout, &tokens);
     let index = Index::new().unwrap();
-    // Announced without group ids, as a snapshot loads keys.
+    // Announced without group ids, as a snapshot loads keys: since 1.4 they
+    // go straight into page entries, and the first query reads one a page.
     let events: Vec<Event> = objects.iter().map(|(key, _)| Event::stored(key)).collect();
     index.apply_events(1, &events).unwrap();
     let mut scratch = PageScratch::new();
     let hits = index
         .check_pages(&layout, &tokens, 4, &mut scratch)
         .unwrap();
-    assert_eq!((hits.total_hits(), hits.fast_path()), (3, 0));
-    let stats = index.stats().unwrap();
-    // Keys outside their page's group: strays, each page's absence unproven
-    // by its group alone.
-    assert_eq!((stats.groups_adopted, stats.stray_keys), (0, objects.len() as u64));
-
-    // The query asked for the pages' groups; the writer's next batch (an
-    // empty one here) adopts them before anything else.
-    index.apply_events(2, &[]).unwrap();
-    let stats = index.stats().unwrap();
-    assert_eq!(
-        (stats.groups_adopted, stats.groups, stats.verified_groups),
-        (3, 3, 3)
-    );
-    assert_eq!(stats.stray_keys, 0);
-    let hits = index
-        .check_pages(&layout, &tokens, 4, &mut scratch)
-        .unwrap();
     assert_eq!((hits.total_hits(), hits.fast_path()), (3, 3));
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.groups_adopted, stats.stray_keys, stats.groups), (0, 0, 3));
 }
 
 #[test]
