@@ -417,8 +417,8 @@ bool LoadFollowOptions(const CommandLine& flags, SubscriberOptions* options, Fol
 
 // --residency and --medium-tiers as the index's options.
 bool LoadIndexOptions(const CommandLine& flags, IndexOptions* options, std::string* error) {
-  // As a C index: every family's conventions (the stray_keys gauge of
-  // SGLang pages, vLLM's digests).
+  // As a C index: every family's conventions (vLLM's digests; SGLang's
+  // option is kept, unused since 1.4).
   *options = vllm::VllmIndexOptions(SGLangIndexOptions(*options));
   const std::string rule = flags.Get("residency", "object");
   if (rule == "object") {
