@@ -56,9 +56,10 @@ TEST_F(Prometheus, RendersCountersAndGaugesWithTypes) {
   // The object rule keeps no media: every key at the slowest tier of the default map (cpu=0, disk=1).
   EXPECT_NE(text.find("# TYPE sci_keys_tier0 gauge\nsci_keys_tier0 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE sci_keys_tier1 gauge\nsci_keys_tier1 1\n"), std::string::npos) << text;
-  // Every sample line follows its HELP and TYPE lines: 52 metrics (the 21 of
-  // 1.0, the 10 of 1.1, the 2 of 1.2, the 15 of 1.3 and the 4 of 1.3.0), 3 lines each.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 52 * 3);
+  // Every sample line follows its HELP and TYPE lines: 53 metrics (the 21 of
+  // 1.0, the 10 of 1.1, the 2 of 1.2, the 15 of 1.3, the 4 of 1.3.0 and the 1
+  // of 1.4, stores_past_slot_capacity), 3 lines each.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 53 * 3);
   EXPECT_NE(text.find("# TYPE sci_disconnect_clears_total counter\nsci_disconnect_clears_total 0\n"),
             std::string::npos);
 }
