@@ -132,7 +132,7 @@ struct LookupFixture {
     for (uint64_t slot = 0; slot < kObjectsPerPage; ++slot) {
       const std::string any = ObjectKey(ForeignPageHash(0, 11), slot);
       const KeyShape shape = ShapeOf(any);
-      required |= SlotNames::BitOf(store.slot_names().Find(SlotId(shape.prefix, shape.suffix)));
+      required |= SlotNames::BitOf(store.slot_names().Find(SlotId(shape.prefix, shape.suffix), shape.prefix, shape.suffix));
       slots.push_back(SlotName{std::string(shape.prefix), std::string(shape.suffix)});
     }
     plan = store.ResolvePlan(slots);

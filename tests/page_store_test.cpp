@@ -240,7 +240,7 @@ TEST(PageStore, ATp8PageIsOneEntryAndOneLookup) {
   EXPECT_EQ(store.whole_keys(), 0u);
   uint64_t required = 0;
   for (const std::string& suffix : suffixes) {
-    const uint32_t slot = store.slot_names().Find(SlotId("", suffix));
+    const uint32_t slot = store.slot_names().Find(SlotId("", suffix), "", suffix);
     ASSERT_NE(slot, SlotNames::kNone);
     ASSERT_EQ(SlotNames::BankOf(slot), 0u);
     required |= SlotNames::BitOf(slot);

@@ -7,6 +7,14 @@
 // The tenant is folded in as the hash seed, so the same key in two tenants
 // gives two unrelated fingerprints.
 //
+// Every seed here also holds the process's secret (KeySeed): XXH3 and NH
+// are not collision-resistant for an adversary who knows their seeds and
+// keys, and an object key is any bytes a writer chooses. A review built two
+// 64-byte keys with one XXH3-128 under the public tenant seed, and one read
+// present when only the other was stored; under a seed it cannot see, it
+// cannot aim (tests/adversarial_hash_test.cpp). The tenant tag (below) is
+// taken from the public seed, so tags are the same in every process.
+//
 // Tenant tags. Every fingerprint made with a tenant's seed also carries that
 // tenant's tag, 8 bits of the seed, in the low 8 bits of its high word (the
 // index shards by the high word's top bits and counts strays by its top 20,
@@ -25,6 +33,7 @@
 #include <xxhash.h>
 
 #include "common/hex_lanes.h"
+#include "common/process_secret.h"
 
 namespace sci {
 
@@ -40,6 +49,10 @@ inline uint64_t TenantSeed(std::string_view tenant) {
   if (tenant.empty()) tenant = "default";
   return XXH3_64bits(tenant.data(), tenant.size());
 }
+
+// The seed a tenant's fingerprints are made with: its seed keyed with the
+// process's secret (see the top of this file).
+inline uint64_t KeySeed(uint64_t tenant_seed) { return tenant_seed ^ ProcessSeed(); }
 
 // The tenant tag (see the top of this file).
 inline constexpr int kTenantTagShift = 0;
@@ -140,7 +153,7 @@ inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view pref
   constexpr uint64_t kKeys[9] = {0x13198A2E03707345ull, 0xA4093822299F31D1ull, 0x082EFA98EC4E6C89ull,
                                  0x452821E638D01377ull, 0xBE5466CF34E90C6Dull, 0xC0AC29B7C97C50DDull,
                                  0x3F84D5B5B5470917ull, 0x9216D5D98979FB1Bull, 0xD1310BA698DFB5ACull};
-  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), tenant_seed ^ kHashEndDomain);
+  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), KeySeed(tenant_seed) ^ kHashEndDomain);
   HashEndSecret secret;
   for (int i = 0; i < 9; ++i) secret.k[i] = kKeys[i] ^ h;
   secret.tenant_seed = tenant_seed;
@@ -235,7 +248,7 @@ inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char*
 
 // One part (head or tail) of a split key, or a whole key.
 inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes) {
-  XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), tenant_seed);
+  XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), KeySeed(tenant_seed));
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 
@@ -244,7 +257,7 @@ inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes)
 inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerprint& head, const Fingerprint& tail) {
   constexpr uint64_t kSplitDomain = 0x9E3779B97F4A7C15ull;
   const uint64_t parts[4] = {head.low, head.high, tail.low, tail.high};
-  XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, tenant_seed ^ kSplitDomain);
+  XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, KeySeed(tenant_seed) ^ kSplitDomain);
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 

@@ -7,8 +7,9 @@ ObjectStore::Place ObjectStore::Locate(uint64_t tenant_seed, std::string_view ke
   const KeyShape shape = ShapeOf(key);
   if (shape.decomposes) {
     const Fingerprint id = SlotId(shape.prefix, shape.suffix);
-    const uint32_t slot = number ? slot_names_.Number(id, shape.prefix, shape.suffix) : slot_names_.Find(id);
-    if (slot != SlotNames::kNone) {
+    const uint32_t slot =
+        number ? slot_names_.Number(id, shape.prefix, shape.suffix) : slot_names_.Find(id, shape.prefix, shape.suffix);
+    if (slot < SlotNames::kCapacity) {
       place.in_page = true;
       place.slot = slot;
       place.page = PageStore::PageKey(tenant_seed, shape.digest, SlotNames::BankOf(slot));

@@ -44,7 +44,8 @@ class ObjectStore {
     uint32_t slot = 0;  // with in_page: the slot's number
     Fingerprint whole;  // without: the key's fingerprint in the per-object table
     // Without in_page: the key decomposes, but its slot has no number (none
-    // left; or, located without numbering, maybe not yet: Store numbers it).
+    // left, or its id is another name's: slot_names.h; or, located without
+    // numbering, maybe not yet: Store numbers it).
     bool past_slot_capacity = false;
   };
 
@@ -188,10 +189,10 @@ class ObjectStore {
   template <typename TierOf>
   uint8_t PageTier(uint64_t tenant_seed, const PageDigest& digest, const SlotPlan& plan,
                    std::span<const Fingerprint> page_keys, TierOf&& tier_of, uint8_t absent) const {
-    SCI_DCHECK(plan.current(slot_names_), "a plan resolved since the last slot was numbered");
     SCI_DCHECK(page_keys.empty() || page_keys.size() == plan.banks().size(), "a page key per bank of the plan");
-    // Checked in every build: an unresolved or empty plan is a miss.
-    if (plan.never_present() || !plan.proves_something()) return absent;
+    // Checked in every build: a plan that is stale, another index's,
+    // unresolved or empty is a miss.
+    if (!plan.current(slot_names_) || plan.never_present() || !plan.proves_something()) return absent;
     uint8_t slowest = 0;
     const std::vector<SlotPlan::Bank>& banks = plan.banks();
     for (size_t i = 0; i < banks.size(); ++i) {
@@ -232,7 +233,8 @@ class ObjectStore {
   uint64_t removals_dropped_for_memory() const { return pages_.removals_dropped_for_memory(); }
   // New keys that carry a digest but were filed whole because every slot
   // number was taken (SlotNames::kCapacity): each costs a per-object entry
-  // (~20 B) instead of a bit. It stays 0 on a pool of a few layouts; a
+  // (~20 B) instead of a bit. (A slot whose id another name holds counts
+  // here too: slot_names.h.) It stays 0 on a pool of a few layouts; a
   // count that grows says some writer names its keys with a new slot per
   // page, and that it has used the numbers up for every tenant (a review's
   // finding, documented as a limit); the index reports it.

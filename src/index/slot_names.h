@@ -13,15 +13,26 @@
 // key with it is present, so "no number while numbers remain" proves that no
 // key with that slot was ever stored. (docs/architecture.md, I1.)
 //
-// A slot is named by its SlotId: XXH3-128 over the XXH3-128 parts of its
+// A slot is found by its SlotId: XXH3-128 over the XXH3-128 parts of its
 // prefix and suffix (so ("ab", "c") and ("a", "bc") differ), without the
-// tenant: tenants and models share slots such as ("", "_0_k").
+// tenant: tenants and models share slots such as ("", "_0_k"). The id only
+// finds the slot; its number is given for the name the slot was numbered
+// with, compared byte for byte. The id's hashes are public (XXH3 of fixed
+// seeds), and a writer who can choose key names can make two suffixes share
+// an id (a review built one, tests/adversarial_hash_test.cpp): without the
+// comparison, a key never stored read present under the other's bit. A name
+// whose id another name holds gets no number: its keys are stored whole,
+// and plans check them key by key (SlotNames::kTakenByAnother).
+//
+// Each table has its own serial, which plans record (slot_plan.h): a plan
+// resolved against one index is never current on another.
 //
 // Not thread-safe: the index guards it with its table lock (the writer
 // numbers a slot with the lock held exclusively, readers look slots up with
 // it held shared).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,15 +59,25 @@ class SlotNames {
   static constexpr uint32_t kBankSlots = 64;  // bits of a page entry's slot word
   static constexpr uint32_t kCapacity = 4096;
   static constexpr uint32_t kNone = UINT32_MAX;
+  // Find's answer for a name whose id another name was numbered with.
+  static constexpr uint32_t kTakenByAnother = UINT32_MAX - 1;
+
+  SlotNames() : serial_(NextSerial()) {}
+  // A copy would share the serial while its numbers drift apart.
+  SlotNames(const SlotNames&) = delete;
+  SlotNames& operator=(const SlotNames&) = delete;
 
   static uint32_t BankOf(uint32_t slot) { return slot / kBankSlots; }
   static uint64_t BitOf(uint32_t slot) { return uint64_t{1} << (slot % kBankSlots); }
 
   // The number of slot (prefix, suffix) whose id is `id`, handing out the
-  // next one on first sight; kNone when all are taken. May throw bad_alloc,
-  // and then no number was given.
+  // next one on first sight; kNone when all are taken or another name holds
+  // the id (the key is then stored whole). May throw bad_alloc, and then no
+  // number was given.
   uint32_t Number(const Fingerprint& id, std::string_view prefix, std::string_view suffix) {
-    if (const uint32_t known = Find(id); known != kNone || full()) return known;
+    const uint32_t known = Find(id, prefix, suffix);
+    if (known == kTakenByAnother) return kNone;
+    if (known != kNone || full()) return known;
     // Everything that allocates first: if it throws, nothing was recorded.
     std::pair<std::string, std::string> name(prefix, suffix);
     names_.reserve(names_.size() + 1);
@@ -66,10 +87,13 @@ class SlotNames {
     return number;
   }
 
-  // The slot's number, or kNone if it has none.
-  uint32_t Find(const Fingerprint& id) const {
+  // The number of slot (prefix, suffix) whose id is `id`; kNone if it has
+  // none, kTakenByAnother if another name was numbered under its id.
+  uint32_t Find(const Fingerprint& id, std::string_view prefix, std::string_view suffix) const {
     const auto it = numbers_.find(id);
-    return it == numbers_.end() ? kNone : it->second;
+    if (it == numbers_.end()) return kNone;
+    const std::pair<std::string, std::string>& name = names_[it->second];
+    return name.first == prefix && name.second == suffix ? it->second : kTakenByAnother;
   }
 
   // Whether every number is taken (then an unnumbered slot proves nothing).
@@ -78,6 +102,8 @@ class SlotNames {
   // Slot `n`'s prefix and suffix (n < size()): for the consistency walk and
   // for rebuilding a page's keys.
   const std::pair<std::string, std::string>& Name(uint32_t n) const { return names_[n]; }
+  // This table's serial, unique in the process.
+  uint64_t serial() const { return serial_; }
 
  private:
   // std::unordered_map, not absl's: its single insertion either completes
@@ -86,6 +112,12 @@ class SlotNames {
   struct IdHash {
     size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
   };
+  static uint64_t NextSerial() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  uint64_t serial_;
   std::unordered_map<Fingerprint, uint32_t, IdHash> numbers_;
   std::vector<std::pair<std::string, std::string>> names_;
 };

@@ -9,8 +9,9 @@
 //     number's bank answers it, all of a bank's slots in one word;
 //   - never stored: no number while numbers remain, which proves that no
 //     key of that slot was ever stored (I1) -- no page is present;
-//   - whole: no number once numbers ran out: its keys are stored whole, so
-//     the query builds each page's key and looks it up (exact, slower);
+//   - whole: no number once numbers ran out, or its id taken by another
+//     name (slot_names.h): its keys are stored whole, so the query builds
+//     each page's key and looks it up (exact, slower);
 //   - not a slot: the key's shape is not (prefix, digest, suffix) -- the
 //     prefix ends in a hex digit, or holds 64 of them, so ShapeOf finds
 //     another digest or none, and the slot would differ from page to page.
@@ -20,7 +21,11 @@
 // and holds for as long as no slot gets a new number: numbers are never
 // taken back, but a slot "never stored" or "whole" may get one later, and
 // numbers running out turns "never stored" into "whole". current() says
-// whether the plan may still be used; if not, resolve it again.
+// whether the plan may still be used; if not, resolve it again. A plan
+// records the serial of the names it was resolved against, so it is never
+// current on another index (a review found one that was, read another
+// index's bits under its numbering, and gave a false hit); the store checks
+// current() in every build and answers a stale plan with a miss.
 #pragma once
 
 #include <algorithm>
@@ -63,6 +68,7 @@ class SlotPlan {
   SlotPlan(SlotPlan&& other) noexcept { *this = std::move(other); }
   SlotPlan& operator=(SlotPlan&& other) noexcept {
     resolved_ = std::exchange(other.resolved_, false);
+    names_serial_ = other.names_serial_;
     numbers_seen_ = other.numbers_seen_;
     never_present_ = other.never_present_;
     banks_ = std::move(other.banks_);
@@ -91,19 +97,21 @@ class SlotPlan {
     plan.banks_.clear();
     plan.whole_.clear();
     plan.by_key_.clear();
+    plan.names_serial_ = names.serial();
     plan.numbers_seen_ = names.size();
     for (const SlotName& slot : slots) {
       if (!(slot.named ? slot.is_slot : IsSlot(slot))) {
         plan.by_key_.push_back(slot);
         continue;
       }
-      const uint32_t number = names.Find(slot.named ? slot.id : SlotId(slot.prefix, slot.suffix));
-      if (number != SlotNames::kNone) {
-        plan.Require(number);
-      } else if (!names.full()) {
+      const uint32_t number = names.Find(slot.named ? slot.id : SlotId(slot.prefix, slot.suffix), slot.prefix,
+                                         slot.suffix);
+      if (number == SlotNames::kNone && !names.full()) {
         plan.never_present_ = true;
-      } else {
+      } else if (number == SlotNames::kNone || number == SlotNames::kTakenByAnother) {
         plan.whole_.push_back(slot);
+      } else {
+        plan.Require(number);
       }
     }
     std::sort(plan.banks_.begin(), plan.banks_.end(),
@@ -111,8 +119,11 @@ class SlotPlan {
     plan.resolved_ = true;  // last: a throw above leaves it unresolved
   }
 
-  // Whether the plan still says where every slot is (no slot numbered since).
-  bool current(const SlotNames& names) const { return resolved_ && names.size() == numbers_seen_; }
+  // Whether the plan still says where every slot is: resolved against these
+  // names, and no slot numbered since.
+  bool current(const SlotNames& names) const {
+    return resolved_ && names_serial_ == names.serial() && names.size() == numbers_seen_;
+  }
 
   // Some slot was never stored: no page is present.
   bool never_present() const { return never_present_; }
@@ -149,6 +160,7 @@ class SlotPlan {
   }
 
   bool resolved_ = false;
+  uint64_t names_serial_ = 0;  // SlotNames::serial() of the names resolved against
   uint32_t numbers_seen_ = 0;
   bool never_present_ = false;
   std::vector<Bank> banks_;

@@ -44,7 +44,7 @@
   X(queries, uint64_t, COUNTER, READERS, "Page queries answered.")                                               \
   X(pages_checked, uint64_t, COUNTER, READERS, "Pages examined by page queries.")                                \
   X(page_hits, uint64_t, COUNTER, READERS, "Pages found fully present.")                                         \
-  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered by a verified group (one lookup).")          \
+  X(fast_path_hits, uint64_t, COUNTER, READERS, "Page hits answered from page entries alone (one read a page and bank).")          \
   X(resyncs, uint64_t, COUNTER, SUBSCRIBER, "Snapshots loaded and caught up with the stream.")                   \
   X(resync_failures, uint64_t, COUNTER, SUBSCRIBER,                                                              \
     "Resyncs failed: download error, time-out, malformed snapshot, buffer overflow or gap.")                     \

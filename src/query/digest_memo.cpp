@@ -1,6 +1,9 @@
 #include "query/digest_memo.h"
 
 #include <bit>
+#include <cstring>
+
+#include "common/process_secret.h"
 
 namespace sci {
 
@@ -8,6 +11,17 @@ PageDigestMemo::PageDigestMemo(size_t entries) {
   const size_t capacity = std::bit_ceil(entries == 0 ? size_t{1} : entries);
   entries_ = std::make_unique<Entry[]>(capacity);
   mask_ = capacity - 1;
+}
+
+const PageDigestMemo::Key& PageDigestMemo::Root() {
+  // Bytes 8..23 of the secret (ProcessSeed is bytes 0..7).
+  static const Key root = [] {
+    Key key;
+    std::memcpy(&key.low, ProcessSecret().data() + 8, sizeof key.low);
+    std::memcpy(&key.high, ProcessSecret().data() + 16, sizeof key.high);
+    return key;
+  }();
+  return root;
 }
 
 PageDigestMemo& PageDigestMemo::ForThisThread() {

@@ -30,7 +30,11 @@ namespace sci {
 // What else a digest depends on (vLLM's layout and a request's extras: a
 // LoRA name, a cache salt) enters as page 0's parent key, 128 bits a client
 // cannot aim at (vllm/memo_domain.h: SHA-256 keyed per process); SGLang's
-// page 0 has no parent.
+// page 0 has the memo's root, 128 bits of the process's secret, as its
+// parent. Without it page 0's key would be the XXH3-128 of its tokens under
+// seed 0, which a client can aim: XXH3 with public seeds is not collision
+// resistant, and two crafted pages sharing a key would be served one
+// digest (a false hit for the other; tests/adversarial_hash_test.cpp).
 //
 // Why chain keys, not digests: a page's key is known before its parent's
 // digest is, so the next page's entry is prefetched while this page hashes,
@@ -64,10 +68,14 @@ class PageDigestMemo {
   // from `units_hash`, the XXH3-128 of its units seeded with SeedOf(parent).
   // Two parents with the same seed differ in their high half, so the keys
   // differ too; two with different seeds give unrelated hashes.
-  static uint64_t SeedOf(const Key* parent) { return parent == nullptr ? 0 : parent->low; }
+  // A null parent stands for the root (Root()).
+  static uint64_t SeedOf(const Key* parent) { return (parent == nullptr ? Root() : *parent).low; }
   static Key KeyOf(const Key* parent, const Key& units_hash) {
-    return parent == nullptr ? units_hash : Key{units_hash.low ^ parent->high, units_hash.high};
+    return Key{units_hash.low ^ (parent == nullptr ? Root() : *parent).high, units_hash.high};
   }
+  // The parent of a chain with none (SGLang's page 0): 128 bits of the
+  // process's secret, so that no client can aim page 0's key.
+  static const Key& Root();
 
   // Starts the entry of `key` on its way into the cache, for a Find and an
   // Insert soon after.

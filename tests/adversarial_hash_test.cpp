@@ -1,0 +1,227 @@
+// Inputs aimed at the index's hashes. XXH3 and NH are fast, not collision
+// resistant: whoever knows their seeds can build two inputs with one hash.
+// Object keys are any bytes a writer chooses and tokens any numbers a client
+// sends, so every hash such an input reaches is either keyed with the
+// process's secret (common/process_secret.h) or checked against the bytes
+// it stands for. Each test builds a collision under the public seed the
+// code used before its fix (an outside review's reproducers for 1.4), shows
+// that it is one, and that the index does not answer it with a false hit.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "index/fingerprint.h"
+#include "index/index.h"
+#include "index/key_shape.h"
+#include "index/slot_names.h"
+#include "index/slot_plan.h"
+#include "query/digest_memo.h"
+#include "sglang/page_hash.h"
+
+namespace sci {
+namespace {
+
+uint64_t Secret64(size_t at) {
+  uint64_t w;
+  std::memcpy(&w, XXH3_kSecret + at, 8);
+  return w;
+}
+void Put64(std::string& s, size_t at, uint64_t w) { std::memcpy(s.data() + at, &w, 8); }
+uint64_t Get64(const std::string& s, size_t at) {
+  uint64_t w;
+  std::memcpy(&w, s.data() + at, 8);
+  return w;
+}
+
+bool SameXXH3_128(const std::string& a, const std::string& b, uint64_t seed) {
+  const XXH128_hash_t ha = XXH3_128bits_withSeed(a.data(), a.size(), seed);
+  const XXH128_hash_t hb = XXH3_128bits_withSeed(b.data(), b.size(), seed);
+  return ha.low64 == hb.low64 && ha.high64 == hb.high64;
+}
+
+// Two different 64-byte strings with one XXH3_128bits_withSeed(., 64, seed)
+// for a seed the builder knows. For inputs of 33..64 bytes XXH3-128 mixes
+// 16-byte lanes, each a multiply of (word ^ (secret + seed)) pairs: the
+// high words fixed below zero every multiply, after which the accumulator
+// is a xor of sums of the free words, so word 0 and word 16 trade against
+// each other. `first_byte` is the string's first byte.
+std::pair<std::string, std::string> XXH3_128Collision(uint64_t seed, char first_byte) {
+  std::string a(64, '\0');
+  Put64(a, 8, Secret64(8) - seed);
+  Put64(a, 24, Secret64(40) - seed);
+  Put64(a, 40, Secret64(56) - seed);
+  Put64(a, 56, Secret64(24) - seed);
+  Put64(a, 0, 0x1111111111111100ull | static_cast<uint8_t>(first_byte));
+  Put64(a, 16, 0x2222222222222222ull);
+  Put64(a, 32, 0x3333333333333333ull);
+  Put64(a, 48, 0x4444444444444444ull);
+  std::string b = a;
+  const uint64_t high = (Get64(a, 16) + Get64(a, 24)) ^ (Get64(a, 0) + Get64(a, 8));
+  Put64(b, 0, 0x5555555555555500ull | static_cast<uint8_t>(first_byte));
+  Put64(b, 16, (high ^ (Get64(b, 0) + Get64(b, 8))) - Get64(b, 24));
+  return {a, b};
+}
+
+std::string Hex(uint64_t n) {
+  std::string hex(64, '0');
+  for (int i = 0; i < 16; ++i) hex[63 - i] = "0123456789abcdef"[(n >> (4 * i)) & 15];
+  hex[0] = 'a';
+  return hex;
+}
+
+PageDigest DigestOf(const std::string& hex) {
+  PageDigest d{};
+  EXPECT_TRUE(LowercaseHexBytes(hex.data(), d.data()));
+  return d;
+}
+
+Event Stored(const std::string& key) { return Event{EventKind::kStored, key, {}, {}, {}}; }
+Event Removed(const std::string& key) { return Event{EventKind::kRemoved, key, {}, {}, {}}; }
+
+// Slot ids are public hashes (slot_names.h). Two suffixes sharing one id
+// are two slots: the first numbered, the second stored whole, each key
+// answered for itself through Contains and through a page plan.
+TEST(AdversarialHash, SuffixesSharingASlotIdAreTwoSlots) {
+  constexpr uint64_t kSuffixDomain = 0x3C6EF372FE94F82Bull;  // SlotId's suffix seed
+  const auto [s1, s2] = XXH3_128Collision(kSuffixDomain, '_');
+  ASSERT_NE(s1, s2);
+  ASSERT_TRUE(SameXXH3_128(s1, s2, kSuffixDomain)) << "the construction collides";
+  ASSERT_TRUE(SlotId("", s1) == SlotId("", s2)) << "so do the slot ids";
+
+  const std::string digest = Hex(42);
+  const std::string first = digest + s1, second = digest + s2;
+  ASSERT_TRUE(ShapeOf(first).decomposes);
+  ASSERT_TRUE(ShapeOf(second).decomposes);
+
+  Index index;
+  index.ApplyBatch(1, std::vector<Event>{Stored(first)});
+  EXPECT_TRUE(index.Contains("", first));
+  EXPECT_FALSE(index.Contains("", second)) << "a key never stored reads present";
+  const std::vector<SlotName> second_slot = {SlotName::Named("", s2)};
+  {
+    const Index::Reader reader(index);
+    EXPECT_FALSE(reader.PageHas(TenantSeed({}), DigestOf(digest), reader.Resolve(second_slot)));
+  }
+
+  // The second name is stored whole, and each key stays its own.
+  index.ApplyBatch(2, std::vector<Event>{Stored(second)});
+  EXPECT_EQ(index.GetStats().stores_past_slot_capacity, 1u);
+  index.ApplyBatch(3, std::vector<Event>{Removed(first)});
+  EXPECT_FALSE(index.Contains("", first));
+  EXPECT_TRUE(index.Contains("", second));
+  {
+    const Index::Reader reader(index);
+    EXPECT_TRUE(reader.PageHas(TenantSeed({}), DigestOf(digest), reader.Resolve(second_slot)));
+    EXPECT_FALSE(reader.PageHas(TenantSeed({}), DigestOf(digest), reader.Resolve({SlotName::Named("", s1)})));
+    EXPECT_FALSE(reader.PageHas(TenantSeed({}), DigestOf(Hex(43)), reader.Resolve(second_slot)));
+  }
+  EXPECT_EQ(index.Inconsistency(), "");
+}
+
+// Whole keys were fingerprinted under the tenant's public seed: two keys
+// built to share that XXH3-128 were one key to the index.
+TEST(AdversarialHash, WholeKeysBuiltToCollideUnderThePublicSeedStayApart) {
+  const uint64_t public_seed = TenantSeed({});
+  const auto [k1, k2] = XXH3_128Collision(public_seed, 'k');
+  ASSERT_NE(k1, k2);
+  ASSERT_TRUE(SameXXH3_128(k1, k2, public_seed)) << "the construction collides";
+  ASSERT_FALSE(ShapeOf(k1).decomposes);
+  EXPECT_FALSE(FingerprintOf(public_seed, k1) == FingerprintOf(public_seed, k2));
+
+  Index index;
+  index.ApplyBatch(1, std::vector<Event>{Stored(k1)});
+  EXPECT_TRUE(index.Contains("", k1));
+  EXPECT_FALSE(index.Contains("", k2)) << "a key never stored reads present";
+}
+
+// Hash-ended strings ("<prefix><64 hex digits>") are fingerprinted by NH
+// over the digits' bytes under keys made from the prefix (fingerprint.h).
+// NH with known keys collides at will: (w0 + k0) and (w1 + k1) trade
+// places. The keys came from a public seed; now the secret is in them.
+TEST(AdversarialHash, HashEndedStringsBuiltToCollideUnderPublicKeysStayApart) {
+  const uint64_t tenant_seed = TenantSeed({});
+  const std::string prefix = "m@";
+  // The keys as 1.3 made them: from the tenant's public seed alone.
+  constexpr uint64_t kHashEndDomain = 0x243F6A8885A308D3ull;
+  HashEndSecret public_keys = HashEndSecretOf(tenant_seed, prefix);
+  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), tenant_seed ^ kHashEndDomain);
+  const uint64_t h_now = XXH3_64bits_withSeed(prefix.data(), prefix.size(), KeySeed(tenant_seed) ^ kHashEndDomain);
+  for (uint64_t& k : public_keys.k) k = k ^ h_now ^ h;
+
+  constexpr uint64_t kBytesDomain = 0x7B54A41DC25A59B5ull;
+  const uint64_t k0 = public_keys.k[0] ^ kBytesDomain, k1 = public_keys.k[1] ^ kBytesDomain;
+  uint64_t w[4] = {0x0123456789abcdefull, 0x1111222233334444ull, 0x5555666677778888ull, 0x99990000aaaabbbbull};
+  uint64_t v[4] = {w[1] + k1 - k0, w[0] + k0 - k1, w[2], w[3]};
+  uint8_t a[32], b[32];
+  std::memcpy(a, w, 32);
+  std::memcpy(b, v, 32);
+  ASSERT_NE(std::memcmp(a, b, 32), 0);
+  ASSERT_TRUE(HashEndedFingerprintOfBytes(public_keys, a) == HashEndedFingerprintOfBytes(public_keys, b))
+      << "the construction collides under the public keys";
+
+  PageDigest da, db;
+  std::memcpy(da.data(), a, 32);
+  std::memcpy(db.data(), b, 32);
+  char hex_a[64], hex_b[64];
+  ToHex(da, hex_a);
+  ToHex(db, hex_b);
+  const std::string key_a = prefix + std::string(hex_a, 64), key_b = prefix + std::string(hex_b, 64);
+  EXPECT_FALSE(FingerprintOf(tenant_seed, key_a) == FingerprintOf(tenant_seed, key_b));
+}
+
+// A plan resolved against one index and used on another with as many
+// numbered slots read the other's bits under the first one's numbering.
+TEST(AdversarialHash, APlanOfAnotherIndexIsNeverCurrentAndAnswersNoPage) {
+  const std::string p = Hex(1), q = Hex(2);
+  const std::string q0 = q + "_0_k", q1 = q + "_1_k", p1 = p + "_1_k";
+  Index a, b;
+  a.ApplyBatch(1, std::vector<Event>{Stored(q0), Stored(q1)});
+  b.ApplyBatch(1, std::vector<Event>{Stored(q1), Stored(q0), Stored(p1)});  // "_1_k" is slot 0 here
+  const std::vector<SlotName> slots = {SlotName::Named("", "_0_k")};
+  SlotPlan plan;
+  {
+    const Index::Reader reader(a);
+    plan = reader.Resolve(slots);
+    EXPECT_TRUE(reader.Current(plan));
+  }
+  const Index::Reader reader(b);
+  EXPECT_FALSE(reader.Current(plan)) << "a plan of index a reads as current on index b";
+  EXPECT_FALSE(b.Contains("", p + "_0_k"));
+  EXPECT_FALSE(reader.PageHas(TenantSeed({}), DigestOf(p), plan)) << "a false hit with a foreign plan";
+  // Resolved again on b, it answers b's pages.
+  SlotPlan mine = reader.Resolve(slots);
+  EXPECT_FALSE(reader.PageHas(TenantSeed({}), DigestOf(p), mine));
+  EXPECT_TRUE(reader.PageHas(TenantSeed({}), DigestOf(q), mine));
+}
+
+// SGLang's first page was memoised under the XXH3-128 of its tokens with
+// seed 0: a client could send two pages sharing that key, and the second
+// was served the first one's digest. Its key now has a secret parent.
+TEST(AdversarialHash, TokenPagesBuiltToShareAPublicMemoKeyGetTheirOwnDigests) {
+  constexpr uint32_t kPageTokens = 16;  // 64 bytes: the construction's length
+  const auto [a, b] = XXH3_128Collision(0, '\x01');
+  ASSERT_TRUE(SameXXH3_128(a, b, 0)) << "the construction collides under seed 0";
+  std::vector<uint32_t> first(kPageTokens), second(kPageTokens);
+  std::memcpy(first.data(), a.data(), 64);
+  std::memcpy(second.data(), b.data(), 64);
+
+  PageDigestMemo memo;
+  const auto digest_through_memo = [&](const std::vector<uint32_t>& tokens) {
+    PageHasher hasher(tokens, kPageTokens, /*eagle=*/false, &memo);
+    return hasher.Next();
+  };
+  const auto digest_without_memo = [](const std::vector<uint32_t>& tokens) {
+    PageHasher hasher(tokens, kPageTokens, /*eagle=*/false);
+    return hasher.Next();
+  };
+  ASSERT_NE(digest_without_memo(first), digest_without_memo(second));
+  for (int sight = 0; sight < 3; ++sight) EXPECT_EQ(digest_through_memo(first), digest_without_memo(first));
+  EXPECT_EQ(digest_through_memo(second), digest_without_memo(second)) << "served the other page's digest";
+}
+
+}  // namespace
+}  // namespace sci
