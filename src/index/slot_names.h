@@ -17,12 +17,14 @@
 // prefix and suffix (so ("ab", "c") and ("a", "bc") differ), without the
 // tenant: tenants and models share slots such as ("", "_0_k"). The id only
 // finds the slot; its number is given for the name the slot was numbered
-// with, compared byte for byte. The id's hashes are public (XXH3 of fixed
-// seeds), and a writer who can choose key names can make two suffixes share
-// an id (a review built one, tests/adversarial_hash_test.cpp): without the
-// comparison, a key never stored read present under the other's bit. A name
-// whose id another name holds gets no number: its keys are stored whole,
-// and plans check them key by key (SlotNames::kTakenByAnother).
+// with, compared byte for byte. A writer who can choose key names could
+// make two suffixes share an id when its seeds were public (a review built
+// one): without the comparison, a key never stored read present under the
+// other's bit. The seeds now hold the process's secret, so ids cannot be
+// aimed (nor the map flooded), and the comparison makes a collision,
+// however it came, cost speed instead of a false hit: a name whose id
+// another holds gets no number, its keys are stored whole, and plans check
+// them key by key (kTakenByAnother; tests/adversarial_hash_test.cpp).
 //
 // Each table has its own serial, which plans record (slot_plan.h): a plan
 // resolved against one index is never current on another.
@@ -40,16 +42,20 @@
 #include <vector>
 
 #include <unordered_map>
+#include "common/process_secret.h"
 #include "index/fingerprint.h"
 
 namespace sci {
 
+// The seeds of a slot id's prefix and suffix parts: fixed domains keyed
+// with the process's secret (exposed for the tests that build collisions).
+inline uint64_t SlotPrefixSeed() { return 0xBB67AE8584CAA73Bull ^ ProcessSeed(); }
+inline uint64_t SlotSuffixSeed() { return 0x3C6EF372FE94F82Bull ^ ProcessSeed(); }
+
 inline Fingerprint SlotId(std::string_view prefix, std::string_view suffix) {
-  constexpr uint64_t kPrefixDomain = 0xBB67AE8584CAA73Bull;  // not a tenant's seed: ids never meet key fingerprints
-  constexpr uint64_t kSuffixDomain = 0x3C6EF372FE94F82Bull;
   constexpr uint64_t kSlotDomain = 0xA54FF53A5F1D36F1ull;
-  const XXH128_hash_t parts[2] = {XXH3_128bits_withSeed(prefix.data(), prefix.size(), kPrefixDomain),
-                                  XXH3_128bits_withSeed(suffix.data(), suffix.size(), kSuffixDomain)};
+  const XXH128_hash_t parts[2] = {XXH3_128bits_withSeed(prefix.data(), prefix.size(), SlotPrefixSeed()),
+                                  XXH3_128bits_withSeed(suffix.data(), suffix.size(), SlotSuffixSeed())};
   const XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof(parts), kSlotDomain);
   return Fingerprint{h.low64, h.high64};
 }
