@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <latch>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "index/index.h"
@@ -29,6 +31,47 @@ std::vector<uint32_t> Prompt(uint32_t first, size_t pages, uint32_t page_size = 
   return tokens;
 }
 
+// Whether two pages of `prompts` (their keys distinct) would share a slot
+// of a memo of kDefaultEntries entries. The memo is direct-mapped and its
+// keys hold the process's secret (PageDigestMemo::Root), so which pages
+// evict which differs from run to run; a test that counts exact hits and
+// misses picks prompts whose pages share no slot. The keys are made as
+// PageHasher::MemoKey makes them.
+bool ShareAMemoSlot(const std::vector<std::vector<uint32_t>>& prompts, uint32_t page_size = kPage,
+                    bool eagle = false) {
+  std::set<std::pair<uint64_t, uint64_t>> keys;
+  std::set<uint64_t> slots;
+  for (const std::vector<uint32_t>& tokens : prompts) {
+    std::vector<uint8_t> units;
+    for (size_t j = 0; j + (eagle ? 1 : 0) < tokens.size(); ++j) {
+      for (int k = 0; k < (eagle ? 2 : 1); ++k) {
+        const uint32_t t = tokens[j + static_cast<size_t>(k)];
+        for (int b = 0; b < 4; ++b) units.push_back(static_cast<uint8_t>(t >> (8 * b)));
+      }
+    }
+    const size_t unit_bytes = eagle ? 8 : 4;
+    PageDigestMemo::Key key{};
+    for (size_t page = 0; page < WholePages(tokens.size(), page_size, eagle); ++page) {
+      const PageDigestMemo::Key* parent = page == 0 ? nullptr : &key;
+      const XXH128_hash_t h = XXH3_128bits_withSeed(units.data() + page * page_size * unit_bytes,
+                                                    page_size * unit_bytes, PageDigestMemo::SeedOf(parent));
+      key = PageDigestMemo::KeyOf(parent, PageDigestMemo::Key{h.low64, h.high64});
+      if (!keys.insert({key.low, key.high}).second) continue;  // the same page again
+      if (!slots.insert(key.low & (PageDigestMemo::kDefaultEntries - 1)).second) return true;
+    }
+  }
+  return false;
+}
+
+// A prompt of `pages` pages from Prompt(first, ...) or after, whose pages
+// share no memo slot (ShareAMemoSlot).
+std::vector<uint32_t> PromptApart(uint32_t first, size_t pages, uint32_t page_size = kPage, bool eagle = false) {
+  for (;; first += 1000) {
+    std::vector<uint32_t> tokens = Prompt(first, pages, page_size, eagle);
+    if (!ShareAMemoSlot({tokens}, page_size, eagle)) return tokens;
+  }
+}
+
 // Every page hash of `tokens` through `memo`.
 std::vector<std::string> MemoHex(const std::vector<uint32_t>& tokens, PageDigestMemo& memo,
                                  uint32_t page_size = kPage, bool eagle = false) {
@@ -44,7 +87,7 @@ std::vector<std::string> MemoHex(const std::vector<uint32_t>& tokens, PageDigest
 
 TEST(PageDigestMemo, RepeatedPromptIsMemoisedOnItsSecondSightAndServedFromItsThird) {
   PageDigestMemo memo;
-  const std::vector<uint32_t> tokens = Prompt(1, 20);
+  const std::vector<uint32_t> tokens = PromptApart(1, 20);
   const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
   // First sight: the first page is looked up, missed and memoised; the
   // rest is hashed without the memo.
@@ -70,7 +113,7 @@ TEST(PageDigestMemo, RepeatedPromptIsMemoisedOnItsSecondSightAndServedFromItsThi
 // caller goes on to the second page.
 TEST(PageDigestMemo, HashingFirstConsultsTheMemoOnlyWhenTheRequestGoesOn) {
   PageDigestMemo memo;
-  const std::vector<uint32_t> tokens = Prompt(5, 3);
+  const std::vector<uint32_t> tokens = PromptApart(5, 3);
   const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
   char hex[kPageHashHexLength];
   {
@@ -100,9 +143,12 @@ TEST(PageDigestMemo, HashingFirstConsultsTheMemoOnlyWhenTheRequestGoesOn) {
 
 TEST(PageDigestMemo, SharedPrefixIsLookedUpAndTheRestIsHashed) {
   PageDigestMemo memo;
-  std::vector<uint32_t> first = Prompt(1, 12);
-  std::vector<uint32_t> second = first;
-  for (size_t i = 5 * kPage; i < second.size(); ++i) second[i] += 7;  // pages 5.. differ
+  std::vector<uint32_t> first, second;
+  for (uint32_t start = 1; first.empty() || ShareAMemoSlot({first, second}); start += 1000) {
+    first = Prompt(start, 12);
+    second = first;
+    for (size_t i = 5 * kPage; i < second.size(); ++i) second[i] += 7;  // pages 5.. differ
+  }
   MemoHex(first, memo);
   MemoHex(first, memo);  // its second sight: memoised in full
   const uint64_t hits_before = memo.hits();
@@ -137,7 +183,7 @@ TEST(PageDigestMemo, EagleAndPlainPagesOfOneMemoKeepTheirOwnDigests) {
 TEST(PageDigestMemo, EaglePagesLongerThanTheStagingBufferHitTheMemo) {
   // 200 bigrams a page: staged in several pieces for both XXH3 and SHA-256.
   PageDigestMemo memo;
-  const std::vector<uint32_t> tokens = Prompt(9, 3, 200, /*eagle=*/true);
+  const std::vector<uint32_t> tokens = PromptApart(9, 3, 200, /*eagle=*/true);
   const std::vector<std::string> reference = PageHashesHex(tokens, 200, true);
   for (int sight = 0; sight < 3; ++sight) EXPECT_EQ(MemoHex(tokens, memo, 200, true), reference);
   EXPECT_EQ(memo.hits(), 1u + 3u);  // the first page on the second sight, every page on the third
@@ -170,7 +216,7 @@ TEST(PageDigestMemo, CapacityIsRoundedUpToAPowerOfTwo) {
 
 TEST(PageDigestMemo, ClearForgetsEveryEntry) {
   PageDigestMemo memo;
-  const std::vector<uint32_t> tokens = Prompt(5, 8);
+  const std::vector<uint32_t> tokens = PromptApart(5, 8);
   MemoHex(tokens, memo);
   MemoHex(tokens, memo);  // memoised in full
   memo.Clear();
@@ -220,7 +266,12 @@ TEST(PageDigestMemo, CheckPagesAnswersRepeatedPromptsFromTheThreadMemo) {
   std::string error;
   const auto layout = Layout::Create(spec, &error);
   ASSERT_NE(layout, nullptr) << error;
-  const std::vector<uint32_t> tokens = Prompt(21, 10);
+  std::vector<uint32_t> tokens, other;  // other: differs from page 4 on
+  for (uint32_t start = 21; tokens.empty() || ShareAMemoSlot({tokens, other}); start += 1000) {
+    tokens = Prompt(start, 10);
+    other = tokens;
+    for (size_t i = 4 * kPage; i < other.size(); ++i) other[i] ^= 1;
+  }
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPage, false);
   std::vector<std::string> keys, groups;
   for (size_t page = 0; page < hashes.size(); ++page) {
@@ -242,8 +293,6 @@ TEST(PageDigestMemo, CheckPagesAnswersRepeatedPromptsFromTheThreadMemo) {
   EXPECT_EQ(memo.hits() - hits_before, 10u);
   // A prompt that differs from page 4 on: four pages from the memo, the rest
   // hashed, and only those four present.
-  std::vector<uint32_t> other = tokens;
-  for (size_t i = 4 * kPage; i < other.size(); ++i) other[i] ^= 1;
   const uint64_t before_other = memo.hits();
   const PageQueryResult result = CheckPages(index, *layout, other, kPage, hits);
   EXPECT_EQ(memo.hits() - before_other, 4u);
