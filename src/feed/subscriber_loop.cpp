@@ -62,6 +62,16 @@ int HeartbeatIntervalMs(uint32_t stale_after_ms) {
   return static_cast<int>(std::clamp<uint32_t>(stale_after_ms / 4, 100, 1000));
 }
 
+// How long a connection may take to finish ZeroMQ's handshake before it is
+// dropped and tried again. libzmq's default is 30 s, and libzmq 4.3.3 and
+// later (Debian's is 4.3.4) can leave a handshake stalled with the TCP
+// connection up on both sides (zeromq/libzmq#4076): the simulation met one
+// after a publisher restart, the subscriber and the new publisher each
+// holding a silent connection, no subscription for 20 s. A handshake on a
+// working connection takes a round trip or two; a stalled one is now
+// retried after this long (HandshakeIsBounded in handshake_bound_test.cpp).
+int HandshakeBoundMs(int heartbeat_ms) { return std::max(2000, 3 * heartbeat_ms); }
+
 // What a leader view means for the subscriber: its event stream and its
 // snapshot (docs/wire-formats.md, section 4: the view names the RPC port
 // only; the other services listen on the leader's host at known ports).
@@ -271,6 +281,7 @@ bool Subscriber::Loop::OpenSocket(const std::string& endpoint, SubscriberError* 
   data.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(options_.reconnect_max_ms));
   data.set(zmq::sockopt::heartbeat_ivl, heartbeat_ms);
   data.set(zmq::sockopt::heartbeat_timeout, 3 * heartbeat_ms);
+  data.set(zmq::sockopt::handshake_ivl, HandshakeBoundMs(heartbeat_ms));
   data.set(zmq::sockopt::subscribe, options_.topic);
   // The monitor must exist before the connect, or the first handshake
   // could go unseen.
