@@ -190,7 +190,7 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   const uint64_t seed = TenantSeed({});
   for (std::string_view object_key : keys) {
     const KeyName key = NameKey(seed, object_key);
-    if (HasRoom()) store_.MakeRoom(key.place, tables_lock_);
+    if (HasRoom()) WriterStore().MakeRoom(key.place, tables_lock_);
     {
       WriterLock lock(tables_lock_);
       StoreKey(key, 0);  // media unknown: a snapshot names none
@@ -244,8 +244,8 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
   // without the lock. Touching the line first brings it into cache: the
   // lock is then held for in-cache updates only, and readers wait a
   // fraction of a DRAM round trip per event instead of one.
-  store_.Prefetch(key.place);
-  if (event.kind == EventKind::kStored && HasRoom()) store_.MakeRoom(key.place, tables_lock_);
+  WriterStore().Prefetch(key.place);
+  if (event.kind == EventKind::kStored && HasRoom()) WriterStore().MakeRoom(key.place, tables_lock_);
   // Under the object rule every key's media stay unknown (0). So do those
   // a first-generation master names (1.3.0): it evicts memory and keeps the
   // disk copy without an event, so a `stored cpu` proves no tier; the key

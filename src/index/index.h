@@ -334,6 +334,13 @@ class Index {
     EventHashDigests::Digest digest;  // with digest_ended
   };
   KeyName NameKey(uint64_t tenant_seed, std::string_view object_key) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // The store as its writer may use it without the table lock: the thread
+  // holding apply_mu_ is the only one that changes the store, so it may
+  // read it unlocked (prefetch a key's line, see whether a table is full)
+  // and build a grown table beside it (ObjectStore::MakeRoom takes the
+  // table lock for the swap). The analysis cannot tell such a read from a
+  // reader's, hence the exemption, kept to this one accessor.
+  ObjectStore& WriterStore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS { return store_; }
   // `medium`: the stored medium's bit under the per-medium rule (0:
   // unknown, and always under the object rule). Under it, a removal takes
   // `medium` (0: unknown, every medium) off the key, which stays while
