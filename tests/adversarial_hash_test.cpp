@@ -66,6 +66,30 @@ std::pair<std::string, std::string> XXH3_128Collision(uint64_t seed, char first_
   return {a, b};
 }
 
+// XXH3-64 under seed 0, as 1.3 made tenant seeds, of a 32-byte string
+// built to hash to `target` (XXH3's 17..32-byte path): word 0 cancels the
+// secret, so the first lane's product is 0 whatever word 1 (`free`) is;
+// the second lane multiplies (1, m), so the accumulator is m, and the
+// avalanche is a bijection that the builder undoes.
+uint64_t InverseOdd(uint64_t a) {
+  uint64_t x = a;  // Newton: each step doubles the bits that are right
+  for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+  return x;
+}
+std::string TenantNameHashingTo(uint64_t target, uint64_t free) {
+  constexpr uint64_t kPrime64_1 = 0x9E3779B185EBCA87ull;
+  uint64_t h = target ^ (target >> 32);         // undo h ^= h >> 32
+  h *= InverseOdd(0x165667919E3779F9ull);       // undo the multiply
+  h ^= h >> 37;                                 // undo h ^= h >> 37
+  const uint64_t m = h - 32 * kPrime64_1;
+  std::string name(32, '\0');
+  Put64(name, 0, Secret64(0));
+  Put64(name, 8, free);
+  Put64(name, 16, 1 ^ Secret64(16));
+  Put64(name, 24, m ^ Secret64(24));
+  return name;
+}
+
 std::string Hex(uint64_t n) {
   std::string hex(64, '0');
   for (int i = 0; i < 16; ++i) hex[63 - i] = "0123456789abcdef"[(n >> (4 * i)) & 15];
@@ -131,12 +155,12 @@ TEST(AdversarialHash, SuffixesSharingASlotIdAreTwoSlots) {
 // Whole keys were fingerprinted under the tenant's public seed: two keys
 // built to share that XXH3-128 were one key to the index.
 TEST(AdversarialHash, WholeKeysBuiltToCollideUnderThePublicSeedStayApart) {
-  const uint64_t public_seed = TenantSeed({});
+  const uint64_t public_seed = XXH3_64bits("default", 7);  // the default tenant's seed in 1.3
   const auto [k1, k2] = XXH3_128Collision(public_seed, 'k');
   ASSERT_NE(k1, k2);
   ASSERT_TRUE(SameXXH3_128(k1, k2, public_seed)) << "the construction collides";
   ASSERT_FALSE(ShapeOf(k1).decomposes);
-  EXPECT_FALSE(FingerprintOf(public_seed, k1) == FingerprintOf(public_seed, k2));
+  EXPECT_FALSE(FingerprintOf(TenantSeed({}), k1) == FingerprintOf(TenantSeed({}), k2));
 
   Index index;
   index.ApplyBatch(1, std::vector<Event>{Stored(k1)});
@@ -149,14 +173,18 @@ TEST(AdversarialHash, WholeKeysBuiltToCollideUnderThePublicSeedStayApart) {
 // NH with known keys collides at will: (w0 + k0) and (w1 + k1) trade
 // places. The keys came from a public seed; now the secret is in them.
 TEST(AdversarialHash, HashEndedStringsBuiltToCollideUnderPublicKeysStayApart) {
-  const uint64_t tenant_seed = TenantSeed({});
   const std::string prefix = "m@";
-  // The keys as 1.3 made them: from the tenant's public seed alone.
+  // The keys as 1.3 made them: nine constants xored with a hash of the
+  // prefix under the tenant's public seed.
   constexpr uint64_t kHashEndDomain = 0x243F6A8885A308D3ull;
-  HashEndSecret public_keys = HashEndSecretOf(tenant_seed, prefix);
-  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), tenant_seed ^ kHashEndDomain);
-  const uint64_t h_now = XXH3_64bits_withSeed(prefix.data(), prefix.size(), KeySeed(tenant_seed) ^ kHashEndDomain);
-  for (uint64_t& k : public_keys.k) k = k ^ h_now ^ h;
+  constexpr uint64_t kKeys[9] = {0x13198A2E03707345ull, 0xA4093822299F31D1ull, 0x082EFA98EC4E6C89ull,
+                                 0x452821E638D01377ull, 0xBE5466CF34E90C6Dull, 0xC0AC29B7C97C50DDull,
+                                 0x3F84D5B5B5470917ull, 0x9216D5D98979FB1Bull, 0xD1310BA698DFB5ACull};
+  const uint64_t public_seed = XXH3_64bits("default", 7);
+  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), public_seed ^ kHashEndDomain);
+  HashEndSecret public_keys;
+  for (int i = 0; i < 9; ++i) public_keys.k[i] = kKeys[i] ^ h;
+  public_keys.tenant_seed = public_seed;
 
   constexpr uint64_t kBytesDomain = 0x7B54A41DC25A59B5ull;
   const uint64_t k0 = public_keys.k[0] ^ kBytesDomain, k1 = public_keys.k[1] ^ kBytesDomain;
@@ -176,7 +204,7 @@ TEST(AdversarialHash, HashEndedStringsBuiltToCollideUnderPublicKeysStayApart) {
   ToHex(da, hex_a);
   ToHex(db, hex_b);
   const std::string key_a = prefix + std::string(hex_a, 64), key_b = prefix + std::string(hex_b, 64);
-  EXPECT_FALSE(FingerprintOf(tenant_seed, key_a) == FingerprintOf(tenant_seed, key_b));
+  EXPECT_FALSE(FingerprintOf(TenantSeed({}), key_a) == FingerprintOf(TenantSeed({}), key_b));
 }
 
 // A plan resolved against one index and used on another with as many
@@ -227,6 +255,84 @@ TEST(AdversarialHash, TokenPagesBuiltToShareAPublicMemoKeyGetTheirOwnDigests) {
   ASSERT_NE(digest_without_memo(first), digest_without_memo(second));
   for (int sight = 0; sight < 3; ++sight) EXPECT_EQ(digest_through_memo(first), digest_without_memo(first));
   EXPECT_EQ(digest_through_memo(second), digest_without_memo(second)) << "served the other page's digest";
+}
+
+// Tenant seeds were XXH3-64 of the tenant's name under seed 0, and a
+// 32-byte name can be built to have any seed: two tenants built to share
+// one were one key space, a key stored in one present in the other. Seeds
+// now come from a keyed hash of the name (fingerprint.h, TenantSeed).
+TEST(AdversarialHash, TenantNamesBuiltToShareAPublicSeedShareNoKey) {
+  const std::string a = TenantNameHashingTo(0x0123456789ABCDEFull, 0x6161616161616161ull);
+  const std::string b = TenantNameHashingTo(0x0123456789ABCDEFull, 0x6262626262626262ull);
+  ASSERT_NE(a, b);
+  ASSERT_EQ(XXH3_64bits(a.data(), a.size()), 0x0123456789ABCDEFull) << "the construction aims";
+  ASSERT_EQ(XXH3_64bits(b.data(), b.size()), 0x0123456789ABCDEFull) << "the construction aims";
+  EXPECT_NE(TenantSeed(a), TenantSeed(b));
+  EXPECT_EQ(TenantTag(TenantSeed(a)), TenantTag(TenantSeed(b))) << "tags stay public: equal names' tags";
+
+  const std::string digest = Hex(7);
+  const std::vector<std::string> keys = {"object-key-1", std::string(80, 'k'), digest + "_0_k", "m@" + digest};
+  Index index;
+  std::vector<Event> batch;
+  for (const std::string& key : keys) batch.push_back(Event{EventKind::kStored, key, {}, a, {}});
+  index.ApplyBatch(1, batch);
+  for (const std::string& key : keys) {
+    EXPECT_TRUE(index.Contains(a, key)) << key;
+    EXPECT_FALSE(index.Contains(b, key)) << "stored in tenant a, present in tenant b: " << key;
+  }
+  const Index::Reader reader(index);
+  const SlotPlan plan = reader.Resolve({SlotName::Named("", "_0_k")});
+  EXPECT_TRUE(reader.PageHas(TenantSeed(a), DigestOf(digest), plan));
+  EXPECT_FALSE(reader.PageHas(TenantSeed(b), DigestOf(digest), plan));
+  EXPECT_EQ(index.Inconsistency(), "");
+}
+
+// A secret xored into public seeds keeps their differences: two tenants
+// built to have seeds one top bit apart had key seeds one top bit apart,
+// and XXH3-128 of a 9..16-byte key adds its seed where the key's last word
+// is xored in, so key x in one tenant was the key with its last byte's top
+// bit flipped in the other.
+TEST(AdversarialHash, TenantNamesWhosePublicSeedsDifferInTheTopBitShareNoKey) {
+  constexpr uint64_t kTop = uint64_t{1} << 63;
+  const std::string a = TenantNameHashingTo(0x0123456789ABCDEFull, 0x6161616161616161ull);
+  const std::string b = TenantNameHashingTo(0x0123456789ABCDEFull ^ kTop, 0x6161616161616161ull);
+  ASSERT_EQ(XXH3_64bits(a.data(), a.size()) ^ XXH3_64bits(b.data(), b.size()), kTop) << "the construction aims";
+  const std::string key = "object-key-1";
+  std::string flipped = key;
+  flipped.back() = static_cast<char>(flipped.back() ^ 0x80);
+  const uint64_t public_a = XXH3_64bits(a.data(), a.size()), public_b = public_a ^ kTop;
+  {
+    // Under seeds one top bit apart, the two keys are one hash: the 1.3
+    // (and 1.4 xor) construction.
+    const XXH128_hash_t ha = XXH3_128bits_withSeed(key.data(), key.size(), public_a);
+    const XXH128_hash_t hb = XXH3_128bits_withSeed(flipped.data(), flipped.size(), public_b);
+    ASSERT_TRUE(ha.low64 == hb.low64 && ha.high64 == hb.high64) << "the construction collides";
+  }
+
+  Index index;
+  index.ApplyBatch(1, std::vector<Event>{Event{EventKind::kStored, key, {}, a, {}}});
+  EXPECT_TRUE(index.Contains(a, key));
+  EXPECT_FALSE(index.Contains(b, flipped)) << "stored in tenant a, a flipped key present in tenant b";
+  EXPECT_FALSE(index.Contains(b, key));
+}
+
+// NH's keys must be independent: 1.3 and 1.4.0's first fix made all nine
+// from one 64-bit hash h as constant ^ h, so k1 - k0 took few values
+// (whatever h, bits where the constants agree cancel), and a writer could
+// cover them blindly with swapped word pairs (an outside review found two
+// false hits in 2^14 stores by 2^14 queries). The nine are now expanded
+// from the keyed hash one by one: no fixed relation holds between two
+// prefixes' keys, nor between one prefix's keys.
+TEST(AdversarialHash, HashEndKeysOfTwoPrefixesAreNotOneXorApart) {
+  const uint64_t seed = TenantSeed({});
+  const HashEndSecret p = HashEndSecretOf(seed, "m@"), q = HashEndSecretOf(seed, "n@");
+  int same_xor = 0, same_difference = 0;
+  for (int i = 1; i < 9; ++i) {
+    same_xor += (p.k[i] ^ q.k[i]) == (p.k[0] ^ q.k[0]);
+    same_difference += (p.k[i] - p.k[i - 1]) == (q.k[i] - q.k[i - 1]);
+  }
+  EXPECT_EQ(same_xor, 0) << "the keys of two prefixes are one xor apart";
+  EXPECT_EQ(same_difference, 0);
 }
 
 }  // namespace

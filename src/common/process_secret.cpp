@@ -1,12 +1,24 @@
 #include "common/process_secret.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <random>
 
 namespace sci {
 namespace {
+
+constexpr size_t kMaxPurpose = 63;  // longer names are cut: they stay distinct if their first 63 bytes are
+
+// SplitMix64's step: fills the fallback secret from one seed word.
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 std::array<uint8_t, 32> MakeProcessSecret() {
   std::array<uint8_t, 32> key{};
@@ -18,8 +30,9 @@ std::array<uint8_t, 32> MakeProcessSecret() {
   }
   if (have == key.size()) return key;
   // No getrandom (an old kernel, a seccomp filter): std::random_device, and
-  // the clock if even that fails. What it keys stays exact for honest
-  // inputs; only its secrecy is weaker.
+  // if even that fails the clock, the process id and an address, spread
+  // over all 32 bytes (every derived key reads its own bytes). What the
+  // secret keys stays exact for honest inputs; only its secrecy is weaker.
   try {
     std::random_device device;
     for (size_t i = 0; i < key.size(); i += 4) {
@@ -27,8 +40,12 @@ std::array<uint8_t, 32> MakeProcessSecret() {
       std::memcpy(key.data() + i, &word, 4);
     }
   } catch (...) {
-    const uint64_t now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::memcpy(key.data(), &now, sizeof now);
+    uint64_t state = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                     (static_cast<uint64_t>(::getpid()) << 32) ^ reinterpret_cast<uintptr_t>(&key);
+    for (size_t i = 0; i < key.size(); i += 8) {
+      const uint64_t word = SplitMix64(state);
+      std::memcpy(key.data() + i, &word, 8);
+    }
   }
   return key;
 }
@@ -38,6 +55,24 @@ std::array<uint8_t, 32> MakeProcessSecret() {
 const std::array<uint8_t, 32>& ProcessSecret() {
   static const std::array<uint8_t, 32> key = MakeProcessSecret();
   return key;
+}
+
+SipKey ProcessSubkey(std::string_view purpose) {
+  static const SipKey master = [] {
+    SipKey k;
+    std::memcpy(&k.k0, ProcessSecret().data() + 16, 8);
+    std::memcpy(&k.k1, ProcessSecret().data() + 24, 8);
+    return k;
+  }();
+  // Without allocating: a first call may come from a query, which must not
+  // throw. Purposes are short fixed names.
+  char input[kMaxPurpose + 1];
+  const size_t n = purpose.size() < kMaxPurpose ? purpose.size() : kMaxPurpose;
+  std::memcpy(input, purpose.data(), n);
+  input[n] = '\0';
+  const uint64_t k0 = SipHash24(master, std::string_view(input, n + 1));
+  input[n] = '\1';
+  return SipKey{k0, SipHash24(master, std::string_view(input, n + 1))};
 }
 
 }  // namespace sci

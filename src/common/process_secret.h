@@ -1,29 +1,34 @@
 // The process's secret: 32 bytes from the kernel's generator, made once on
-// first use and never written anywhere (not logged, not in stats). Hashes
-// that inputs from outside could be aimed at key their domain with it: the
-// vLLM digest memo's domains (vllm/memo_domain.cpp), the SGLang memo's root
-// (query/digest_memo.h), the page store's page fingerprints
-// (index/page_store.h) and every key fingerprint (index/fingerprint.h,
-// KeySeed). An adversary who cannot see it cannot choose inputs that
-// collide. (Slot ids are public hashes; slot_names.h compares names.)
+// first use and never written anywhere (not logged, not in stats). Every
+// hash that inputs from outside could be aimed at is keyed with it, so an
+// adversary who cannot see it cannot choose inputs that collide: tenant
+// seeds (index/fingerprint.h, TenantSeed), and through them every key and
+// page fingerprint; slot ids (index/slot_names.h); the SGLang memo's root
+// (query/digest_memo.h); the vLLM digest memo's domains
+// (vllm/memo_domain.cpp); the table of deferred stores
+// (index/deferred_stores.h).
+//
+// Each use takes its own key, derived from the secret by a keyed hash of
+// the use's name (ProcessSubkey), never by xoring the secret into a public
+// constant: a xor keeps whatever difference two public values had, and
+// XXH3 passes some differences of its seed straight through (an outside
+// review built two tenants whose key seeds differed in the top bit only,
+// and a key of one was a key of the other).
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <cstring>
+#include <string_view>
+
+#include "common/siphash.h"
 
 namespace sci {
 
 const std::array<uint8_t, 32>& ProcessSecret();
 
-// Its first 8 bytes, as a hash seed.
-inline uint64_t ProcessSeed() {
-  static const uint64_t seed = [] {
-    uint64_t s = 0;
-    std::memcpy(&s, ProcessSecret().data(), sizeof s);
-    return s;
-  }();
-  return seed;
-}
+// The key for `purpose` (a fixed name, e.g. "tenant seed"): SipHash-2-4 of
+// the name under the secret's last 16 bytes, twice over. Cheap enough to
+// call each time, but callers keep it in a static.
+SipKey ProcessSubkey(std::string_view purpose);
 
 }  // namespace sci

@@ -7,13 +7,17 @@
 // The tenant is folded in as the hash seed, so the same key in two tenants
 // gives two unrelated fingerprints.
 //
-// Every seed here also holds the process's secret (KeySeed): XXH3 and NH
-// are not collision-resistant for an adversary who knows their seeds and
-// keys, and an object key is any bytes a writer chooses. A review built two
-// 64-byte keys with one XXH3-128 under the public tenant seed, and one read
-// present when only the other was stored; under a seed it cannot see, it
-// cannot aim (tests/adversarial_hash_test.cpp). The tenant tag (below) is
-// taken from the public seed, so tags are the same in every process.
+// Every seed here is keyed with the process's secret: XXH3 and NH are not
+// collision-resistant for an adversary who knows their seeds and keys, and
+// an object key is any bytes a writer chooses, a tenant any name. A review
+// built two 64-byte keys with one XXH3-128 under a public tenant seed, two
+// tenant names with one public seed, and two whose seeds differed in the
+// top bit only (XXH3-128 of a short key passes that bit through to the
+// key's last byte); each read a key present that was never stored. Now a
+// tenant's seed is a keyed hash of its name (TenantSeed), so no one who
+// cannot see the secret can aim a seed or a difference between two
+// (tests/adversarial_hash_test.cpp). Only the tenant tag (below) is taken
+// from a public hash, so tags are the same in every process.
 //
 // Tenant tags. Every fingerprint made with a tenant's seed also carries that
 // tenant's tag, 8 bits of the seed, in the low 8 bits of its high word (the
@@ -34,6 +38,7 @@
 
 #include "common/hex_lanes.h"
 #include "common/process_secret.h"
+#include "common/siphash.h"
 
 namespace sci {
 
@@ -44,17 +49,31 @@ struct Fingerprint {
   friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
 };
 
-// Seed of a tenant's key space. An empty tenant means "default".
+// Seed of a tenant's key space, the seed its fingerprints are made with.
+// An empty tenant means "default". 56 bits are SipHash of the name under
+// the process's secret; the low 8 are the tenant tag, a public hash of the
+// name (below). Two names share a key space only if their tags match and
+// 56 secret bits collide: about T^2 / 2^57 for T tenants, and no name can
+// be chosen to raise it.
+inline uint64_t SecretTenantSeed(std::string_view tenant) {
+  static const SipKey key = ProcessSubkey("tenant seed");
+  const uint64_t tag = XXH3_64bits(tenant.data(), tenant.size()) & 0xFF;
+  return (SipHash13(key, tenant) & ~uint64_t{0xFF}) | tag;
+}
 inline uint64_t TenantSeed(std::string_view tenant) {
-  if (tenant.empty()) tenant = "default";
-  return XXH3_64bits(tenant.data(), tenant.size());
+  // Nearly every event and query names the default tenant: hash it once.
+  static const uint64_t default_seed = SecretTenantSeed("default");
+  if (tenant.empty() || tenant == "default") return default_seed;
+  return SecretTenantSeed(tenant);
 }
 
-// The seed a tenant's fingerprints are made with: its seed keyed with the
-// process's secret (see the top of this file).
-inline uint64_t KeySeed(uint64_t tenant_seed) { return tenant_seed ^ ProcessSeed(); }
+// A seed for one use (`domain`, a fixed constant) of a tenant's seed: a
+// bijection of the pair that spreads every bit, not a xor, so that seeds of
+// two domains or banks differ in bits no one can predict.
+inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain);
 
-// The tenant tag (see the top of this file).
+// The tenant tag (see the top of this file; TenantSeed puts it in the
+// seed's low 8 bits).
 inline constexpr int kTenantTagShift = 0;
 inline constexpr uint64_t kTenantTagMask = uint64_t{0xFF} << kTenantTagShift;
 inline uint32_t TenantTag(uint64_t tenant_seed) { return static_cast<uint32_t>(tenant_seed & 0xFF); }
@@ -148,14 +167,19 @@ struct HashEndSecret {
 
 inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view prefix) {
   constexpr uint64_t kHashEndDomain = 0x243F6A8885A308D3ull;  // pi's first fraction bits
-  // Fixed constants (pi's fraction bits, continued, two of them made odd);
-  // the prefix's hash varies them per prefix and tenant.
-  constexpr uint64_t kKeys[9] = {0x13198A2E03707345ull, 0xA4093822299F31D1ull, 0x082EFA98EC4E6C89ull,
-                                 0x452821E638D01377ull, 0xBE5466CF34E90C6Dull, 0xC0AC29B7C97C50DDull,
-                                 0x3F84D5B5B5470917ull, 0x9216D5D98979FB1Bull, 0xD1310BA698DFB5ACull};
-  const uint64_t h = XXH3_64bits_withSeed(prefix.data(), prefix.size(), KeySeed(tenant_seed) ^ kHashEndDomain);
+  const XXH128_hash_t h = XXH3_128bits_withSeed(prefix.data(), prefix.size(), DomainSeed(tenant_seed, kHashEndDomain));
+  // NH needs its keys independent: each is expanded from the 128-bit hash
+  // on its own (SplitMix64's steps). 1.3 xored one 64-bit hash into nine
+  // constants, and k1 - k0 then took few enough values that a writer could
+  // cover them blindly with swapped word pairs (an outside review: 2 false
+  // hits in 2^14 stores by 2^14 queries).
   HashEndSecret secret;
-  for (int i = 0; i < 9; ++i) secret.k[i] = kKeys[i] ^ h;
+  for (int i = 0; i < 9; ++i) {
+    uint64_t z = h.low64 + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    secret.k[i] = (z ^ (z >> 31)) ^ h.high64;
+  }
   secret.tenant_seed = tenant_seed;
   return secret;
 }
@@ -166,6 +190,10 @@ inline uint64_t SpreadBits(uint64_t x) {
   x ^= x >> 32;
   x *= 0xD6E8FEB86659FD93ull;
   return x ^ (x >> 32);
+}
+
+inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain) {
+  return SpreadBits(SpreadBits(tenant_seed ^ SpreadBits(domain)) + domain);
 }
 
 // The 32 bytes that the 64 lowercase hex digits at `digits` spell, into
@@ -248,7 +276,7 @@ inline Fingerprint HashEndedFingerprint(const HashEndSecret& secret, const char*
 
 // One part (head or tail) of a split key, or a whole key.
 inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes) {
-  XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), KeySeed(tenant_seed));
+  XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), tenant_seed);
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 
@@ -257,7 +285,7 @@ inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes)
 inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerprint& head, const Fingerprint& tail) {
   constexpr uint64_t kSplitDomain = 0x9E3779B97F4A7C15ull;
   const uint64_t parts[4] = {head.low, head.high, tail.low, tail.high};
-  XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, KeySeed(tenant_seed) ^ kSplitDomain);
+  XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, DomainSeed(tenant_seed, kSplitDomain));
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
 }
 

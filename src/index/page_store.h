@@ -317,7 +317,7 @@ class PageStore {
 
   static uint64_t BankSeed(uint64_t tenant_seed, uint32_t bank) {
     constexpr uint64_t kBankStride = 0x9E3779B97F4A7C15ull;
-    return KeySeed(tenant_seed) ^ (kBankStride * (uint64_t{bank} + 1));
+    return DomainSeed(tenant_seed, kBankStride * (uint64_t{bank} + 1));
   }
 
   MediaSet MediaOf(const Fingerprint& page, const PageEntry& entry, uint32_t slot) const {

@@ -49,8 +49,14 @@ namespace sci {
 
 // The seeds of a slot id's prefix and suffix parts: fixed domains keyed
 // with the process's secret (exposed for the tests that build collisions).
-inline uint64_t SlotPrefixSeed() { return 0xBB67AE8584CAA73Bull ^ ProcessSeed(); }
-inline uint64_t SlotSuffixSeed() { return 0x3C6EF372FE94F82Bull ^ ProcessSeed(); }
+inline uint64_t SlotPrefixSeed() {
+  static const uint64_t seed = ProcessSubkey("slot prefix").k0;
+  return seed;
+}
+inline uint64_t SlotSuffixSeed() {
+  static const uint64_t seed = ProcessSubkey("slot suffix").k0;
+  return seed;
+}
 
 inline Fingerprint SlotId(std::string_view prefix, std::string_view suffix) {
   constexpr uint64_t kSlotDomain = 0xA54FF53A5F1D36F1ull;

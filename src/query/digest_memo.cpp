@@ -14,11 +14,12 @@ PageDigestMemo::PageDigestMemo(size_t entries) {
 }
 
 const PageDigestMemo::Key& PageDigestMemo::Root() {
-  // Bytes 8..23 of the secret (ProcessSeed is bytes 0..7).
+  // 128 bits of its own, derived from the process's secret.
   static const Key root = [] {
+    const SipKey derived = ProcessSubkey("sglang memo root");
     Key key;
-    std::memcpy(&key.low, ProcessSecret().data() + 8, sizeof key.low);
-    std::memcpy(&key.high, ProcessSecret().data() + 16, sizeof key.high);
+    key.low = derived.k0;
+    key.high = derived.k1;
     return key;
   }();
   return root;
