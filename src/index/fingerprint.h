@@ -155,7 +155,11 @@ inline size_t FingerprintSplit(std::string_view bytes) {
 // for the 8 bits the tenant tag replaces, so two digit runs collide only if
 // 120 bits of their sums do; for page hashes (SHA-256 digests, 256 random
 // bits in 64 digits) that is as likely as a 120-bit collision, give or take
-// a few bits. Digits that are not all lowercase are mixed as the bytes they
+// a few bits. For digits chosen by someone who cannot see the secret, NH
+// promises less: two given runs collide with probability about 2^-64 over
+// the keys (NH is almost-universal, not a 120-bit hash), so N stored and M
+// queried chosen strings give about N*M / 2^64 false hits. That needs the
+// nine keys independent (HashEndSecretOf). Digits that are not all lowercase are mixed as the bytes they
 // are, under other keys, so "AB.." and "ab.." stay distinct strings. The
 // prefix and tenant enter through the secret; the construction differs from
 // XXH3's, so a hash-ended string cannot take a fingerprint of another shape
