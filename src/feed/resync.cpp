@@ -338,6 +338,15 @@ bool Resync::Poll(Clock::time_point now) {
   DropBuffer();
   phase_ = Phase::kOff;
   consecutive_failures_ = 0;
+  // How the catch-up ends is counted before the index serves: a reader who
+  // meets a hit only a timed catch-up can give (a removal lagging past its
+  // timer) finds resyncs_timed already moved. Counted after, the simulation
+  // met such a hit with the counter still behind (2 seeds in its soak).
+  switch (release) {
+    case Release::kAnchored: index_.feed_counters().resyncs_anchored.Add(); break;
+    case Release::kTimed: index_.feed_counters().resyncs_timed.Add(); break;
+    case Release::kWithholding: index_.feed_counters().resyncs_withholding.Add(); break;
+  }
   index_.Reveal();
   index_.feed_counters().snapshot_keys.Set(keys);
   Logf(LogLevel::kInfo,
@@ -352,11 +361,6 @@ bool Resync::Poll(Clock::time_point now) {
   }
   // Counted last: whoever sees `resyncs` move finds the resync logged too.
   index_.feed_counters().resyncing.Set(false);
-  switch (release) {
-    case Release::kAnchored: index_.feed_counters().resyncs_anchored.Add(); break;
-    case Release::kTimed: index_.feed_counters().resyncs_timed.Add(); break;
-    case Release::kWithholding: index_.feed_counters().resyncs_withholding.Add(); break;
-  }
   index_.feed_counters().resyncs.Add();
   return true;
 }
