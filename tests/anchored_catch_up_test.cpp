@@ -13,6 +13,8 @@
 #include <chrono>
 #include <stdexcept>
 #include <memory>
+#include <mutex>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -276,6 +278,45 @@ TEST(AnchoredCatchUp, WithoutTheStatusEndpointTheTimerRunsAndALaggingQueueShowsT
 }
 
 // An admin server answering the publisher counters a test sets.
+// How a catch-up ended is counted before the index serves: whoever meets a
+// hit only a timed catch-up can give finds resyncs_timed already moved.
+// Read at the resync's "serving" line, which comes after the index serves:
+// the count was taken after that line before, and the simulation's soak
+// met a timed catch-up's hit with the counter still behind.
+TEST(AnchoredCatchUp, HowTheCatchUpEndedIsCountedBeforeTheIndexServes) {
+  struct AtServing {
+    Index index;
+    std::mutex mu;
+    std::vector<Stats> stats;  // at each "serving" line
+    static void Record(void* user, int32_t, const char* msg, size_t len) {
+      auto* self = static_cast<AtServing*>(user);
+      if (std::string_view(msg, len).find("; serving") == std::string_view::npos) return;
+      const Stats s = self->index.GetStats();
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->stats.push_back(s);
+    }
+  };
+  // A timed catch-up (no status endpoint), then one that withholds (a
+  // quiet master), each on a master and an index of its own.
+  for (const bool timed : {true, false}) {
+    auto seen = std::make_unique<AtServing>();
+    SetLogCallback(&AtServing::Record, seen.get());
+    struct Unset {
+      ~Unset() { SetLogCallback(nullptr, nullptr); }
+    } unset;
+    LaggingMaster master(/*depth=*/65536, /*drain_rate=*/0);
+    auto subscriber = Follow(seen->index, master, timed ? master.admin_url() + "/no_status_here" : std::string());
+    ASSERT_NE(subscriber, nullptr);
+    master.Store("first");
+    ASSERT_TRUE(WaitFor([&] { return seen->index.GetStats().resyncs == 1; }, 10s));
+    subscriber.reset();
+    std::lock_guard<std::mutex> lock(seen->mu);
+    ASSERT_EQ(seen->stats.size(), 1u);
+    EXPECT_EQ(seen->stats[0].resyncs_timed, timed ? 1u : 0u) << "a timed catch-up served before it was counted";
+    EXPECT_EQ(seen->stats[0].resyncs_withholding, timed ? 0u : 1u) << "a withholding one served before it was counted";
+  }
+}
+
 struct StatusAt {
   StatusAt(uint64_t published_batches, uint64_t dropped_events) : admin(held, counters) {
     counters.published_batches = published_batches;
