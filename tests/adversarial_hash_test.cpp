@@ -17,6 +17,7 @@
 #include "index/fingerprint.h"
 #include "index/index.h"
 #include "index/key_shape.h"
+#include "index/page_store.h"
 #include "index/slot_names.h"
 #include "index/slot_plan.h"
 #include "query/digest_memo.h"
@@ -333,6 +334,43 @@ TEST(AdversarialHash, HashEndKeysOfTwoPrefixesAreNotOneXorApart) {
   }
   EXPECT_EQ(same_xor, 0) << "the keys of two prefixes are one xor apart";
   EXPECT_EQ(same_difference, 0);
+}
+
+// The NH sum's last step must be a bijection (fingerprint.h): SpreadBits
+// passes the difference D = 0x8000000080000000 through unchanged and has 0
+// and D as fixed points, so 1.4.0's first form gave sums that differed by
+// D in both words, or as a review's cycle search built, one fingerprint
+// for every secret.
+TEST(AdversarialHash, TheNhSumsLastStepKeepsSumsApart) {
+  constexpr uint64_t kD = 0x8000000080000000ull;
+  ASSERT_EQ(SpreadBits(kD), kD) << "D is a fixed point of SpreadBits";
+  ASSERT_EQ(SpreadBits(0x0123456789ABCDEFull ^ kD), SpreadBits(0x0123456789ABCDEFull) ^ kD) << "D passes through";
+  const HashEndSecret secret = HashEndSecretOf(TenantSeed({}), "m@");
+  uint64_t x = 0x243F6A8885A308D3ull;
+  for (int i = 0; i < 1000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const NhSum sum = (static_cast<NhSum>(SpreadBits(x)) << 64) | x;
+    const NhSum moved = sum ^ ((static_cast<NhSum>(kD) << 64) | kD);
+    ASSERT_FALSE(HashEndedFromSum(secret, sum) == HashEndedFromSum(secret, moved)) << i;
+  }
+  // The review's pair: S(z) ^ z is 0 for z = 0 and z = D.
+  const uint64_t y = 0x0123456789ABCDEFull;
+  const uint64_t l1 = kD ^ secret.k[8], l2 = secret.k[8];
+  const NhSum s1 = (static_cast<NhSum>(y ^ l1) << 64) | l1, s2 = (static_cast<NhSum>(y ^ l2) << 64) | l2;
+  EXPECT_FALSE(HashEndedFromSum(secret, s1) == HashEndedFromSum(secret, s2));
+}
+
+// Split keys were fingerprinted under the seed of bank 0's page entries
+// (one constant served both), so a split key's fingerprint was the page
+// fingerprint of the 32 bytes of its parts. Harmless while the two live in
+// separate tables; now their seeds differ anyway.
+TEST(AdversarialHash, SplitKeysAndPageEntriesHaveSeedsOfTheirOwn) {
+  const uint64_t t = TenantSeed("some-tenant");
+  const Fingerprint head = FingerprintPart(t, "head"), tail = FingerprintPart(t, "tail");
+  PageDigest parts{};
+  const uint64_t words[4] = {head.low, head.high, tail.low, tail.high};
+  std::memcpy(parts.data(), words, sizeof words);
+  EXPECT_FALSE(CombineFingerprintParts(t, head, tail) == PageStore::PageKey(t, parts, 0));
 }
 
 }  // namespace

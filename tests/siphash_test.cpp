@@ -42,6 +42,10 @@ TEST(SipHash, SubkeysOfTwoPurposesDiffer) {
   const SipKey a = ProcessSubkey("tenant seed"), b = ProcessSubkey("slot prefix");
   EXPECT_FALSE(a.k0 == b.k0 && a.k1 == b.k1);
   EXPECT_EQ(ProcessSubkey("tenant seed").k0, a.k0) << "a purpose's key is stable within the process";
+  // The whole name counts (a first form cut names at 63 bytes).
+  const std::string stem(63, 'p');
+  const SipKey one = ProcessSubkey(stem + "-one"), two = ProcessSubkey(stem + "-two");
+  EXPECT_FALSE(one.k0 == two.k0 && one.k1 == two.k1);
 }
 
 // libstdc++'s std::hash<std::string> is MurmurHash64A under the fixed seed

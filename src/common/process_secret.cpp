@@ -3,14 +3,13 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
 
 namespace sci {
 namespace {
-
-constexpr size_t kMaxPurpose = 63;  // longer names are cut: they stay distinct if their first 63 bytes are
 
 // SplitMix64's step: fills the fallback secret from one seed word.
 uint64_t SplitMix64(uint64_t& state) {
@@ -25,6 +24,7 @@ std::array<uint8_t, 32> MakeProcessSecret() {
   size_t have = 0;
   while (have < key.size()) {
     const ssize_t n = getrandom(key.data() + have, key.size() - have, 0);
+    if (n < 0 && errno == EINTR) continue;  // a signal before any byte: ask again
     if (n <= 0) break;
     have += static_cast<size_t>(n);
   }
@@ -64,15 +64,11 @@ SipKey ProcessSubkey(std::string_view purpose) {
     std::memcpy(&k.k1, ProcessSecret().data() + 24, 8);
     return k;
   }();
-  // Without allocating: a first call may come from a query, which must not
-  // throw. Purposes are short fixed names.
-  char input[kMaxPurpose + 1];
-  const size_t n = purpose.size() < kMaxPurpose ? purpose.size() : kMaxPurpose;
-  std::memcpy(input, purpose.data(), n);
-  input[n] = '\0';
-  const uint64_t k0 = SipHash24(master, std::string_view(input, n + 1));
-  input[n] = '\1';
-  return SipKey{k0, SipHash24(master, std::string_view(input, n + 1))};
+  // Without allocating (a first call may come from a query, which must not
+  // throw) and over the whole name: the second word under a key the first
+  // word is part of.
+  const uint64_t k0 = SipHash24(master, purpose);
+  return SipKey{k0, SipHash24(SipKey{k0, master.k1}, purpose)};
 }
 
 }  // namespace sci

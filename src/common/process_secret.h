@@ -27,7 +27,8 @@ namespace sci {
 const std::array<uint8_t, 32>& ProcessSecret();
 
 // The key for `purpose` (a fixed name, e.g. "tenant seed"): SipHash-2-4 of
-// the name under the secret's last 16 bytes, twice over. Cheap enough to
+// the whole name under the secret's last 16 bytes, then under a key made
+// with that first word. Cheap enough to
 // call each time, but callers keep it in a static.
 SipKey ProcessSubkey(std::string_view purpose);
 

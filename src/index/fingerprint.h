@@ -67,9 +67,9 @@ inline uint64_t TenantSeed(std::string_view tenant) {
   return SecretTenantSeed(tenant);
 }
 
-// A seed for one use (`domain`, a fixed constant) of a tenant's seed: a
-// bijection of the pair that spreads every bit, not a xor, so that seeds of
-// two domains or banks differ in bits no one can predict.
+// A seed for one use (`domain`, a fixed constant) of a tenant's seed: their
+// sum, spread (not a xor), so that seeds of two domains or banks differ in
+// bits no one can predict.
 inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain);
 
 // The tenant tag (see the top of this file; TenantSeed puts it in the
@@ -188,8 +188,10 @@ inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view pref
   return secret;
 }
 
-// A bijection on 64 bits that spreads every bit over the word (one
-// xorshift-multiply-xorshift round).
+// A bijection on 64 bits that spreads most bits over the word (one
+// xorshift-multiply-xorshift round). Not every difference: 0x8000000080000000
+// passes through it unchanged. So DomainSeed leans on its input being
+// secret, and HashEndedFromSum on three rounds chained, not on one round.
 inline uint64_t SpreadBits(uint64_t x) {
   x ^= x >> 32;
   x *= 0xD6E8FEB86659FD93ull;
@@ -239,16 +241,23 @@ inline bool LowercaseHexBytes(const char* digits, uint8_t* out) {
 #endif
 }
 
-// The NH sum's last step: the fingerprint from the 128-bit sum. The low
-// half places a key in its table, so it gets a second round: with two
-// products, digit runs that differ in one 4-byte window (a counter) sum
-// along a line, and one round left their top bits uneven.
+// The NH sum's last step: the fingerprint from the 128-bit sum, through
+// three rounds each a bijection of one word given the other (a Feistel
+// ladder), so the whole map is a bijection of 128 bits: a = S(low ^ k8),
+// b = S(high ^ a), c = S(a ^ b), and (c, b) gives back a, then low and
+// high. The low word places a key in its table, so it depends on both
+// halves through two rounds: with two products, digit runs that differ in
+// one 4-byte window (a counter) sum along a line. (1.4.0's first form,
+// S(S(low ^ k8) ^ high) and S(high ^ low), was not one: S passes the
+// difference 0x8000000080000000 through unchanged, so sums that differed
+// by it in both words shared a fingerprint, an outside review found.)
 __extension__ using NhSum = unsigned __int128;  // NH's sum of 64x64-bit products
 inline Fingerprint HashEndedFromSum(const HashEndSecret& secret, NhSum sum) {
   const auto low = static_cast<uint64_t>(sum);
   const auto high = static_cast<uint64_t>(sum >> 64);
-  return Fingerprint{SpreadBits(SpreadBits(low ^ secret.k[8]) ^ high),
-                     WithTenantTag(SpreadBits(high ^ low), secret.tenant_seed)};
+  const uint64_t a = SpreadBits(low ^ secret.k[8]);
+  const uint64_t b = SpreadBits(high ^ a);
+  return Fingerprint{SpreadBits(a ^ b), WithTenantTag(b, secret.tenant_seed)};
 }
 
 // The fingerprint of "<prefix><digits>" when its 64 digits are lowercase,
@@ -288,7 +297,7 @@ inline Fingerprint FingerprintPart(uint64_t tenant_seed, std::string_view bytes)
 // A split key's fingerprint from its parts' (the seed's domain differs from
 // whole keys', so a key cannot collide with the 32 bytes of another's parts).
 inline Fingerprint CombineFingerprintParts(uint64_t tenant_seed, const Fingerprint& head, const Fingerprint& tail) {
-  constexpr uint64_t kSplitDomain = 0x9E3779B97F4A7C15ull;
+  constexpr uint64_t kSplitDomain = 0xC2B2AE3D27D4EB4Full;  // not a multiple of the page store's bank stride
   const uint64_t parts[4] = {head.low, head.high, tail.low, tail.high};
   XXH128_hash_t h = XXH3_128bits_withSeed(parts, sizeof parts, DomainSeed(tenant_seed, kSplitDomain));
   return Fingerprint{h.low64, WithTenantTag(h.high64, tenant_seed)};
