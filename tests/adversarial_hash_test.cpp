@@ -8,12 +8,14 @@
 // that it is one, and that the index does not answer it with a false hit.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "index/event_hash_digests.h"
 #include "index/fingerprint.h"
 #include "index/index.h"
 #include "index/key_shape.h"
@@ -315,6 +317,47 @@ TEST(AdversarialHash, TenantNamesWhosePublicSeedsDifferInTheTopBitShareNoKey) {
   EXPECT_TRUE(index.Contains(a, key));
   EXPECT_FALSE(index.Contains(b, flipped)) << "stored in tenant a, a flipped key present in tenant b";
   EXPECT_FALSE(index.Contains(b, key));
+}
+
+// The event-hash digest map was keyed by the public 8-bit tenant tag: a
+// tenant whose name shares another's tag (one name in 256 does, found by
+// trying) stored a key whose digest has the victim's low 64 bits and
+// another head, and the victim's event hash became ambiguous, resolving
+// nothing (a miss, reproduced by an outside review). Keyed by the whole
+// tenant seed, each tenant's event hashes resolve among its own keys. The
+// same tenant's clear then took the victim's keys with its own (a clear
+// went by tag); holding one key, it now removes that key alone.
+TEST(AdversarialHash, ATenantSharingAnothersTagLeavesItsEventHashesResolved) {
+  const std::string victim = "victim";
+  std::string other;
+  for (int n = 0; other.empty(); ++n) {
+    const std::string name = "other-" + std::to_string(n);
+    if (TenantTag(TenantSeed(name)) == TenantTag(TenantSeed(victim))) other = name;
+  }
+  ASSERT_NE(TenantSeed(other), TenantSeed(victim));
+  std::string victims_hex = Hex(0x0123456789ABCDEFull), others_hex = victims_hex;
+  others_hex[1] = 'b';  // the same low 64 bits, another head
+  const PageDigest victims = DigestOf(victims_hex), others = DigestOf(others_hex);
+  ASSERT_EQ(EventHashDigests::EventHashOf(victims), EventHashDigests::EventHashOf(others));
+  const uint64_t event_hash = EventHashDigests::EventHashOf(victims);
+
+  IndexOptions options;
+  options.digest_key_separator = "@";
+  Index index(options);
+  index.ApplyBatch(1, std::vector<Event>{Event{EventKind::kStored, "m@" + victims_hex, {}, victim, {}},
+                                         Event{EventKind::kStored, "m@" + others_hex, {}, other, {}}});
+  std::array<uint8_t, 32> resolved{};
+  ASSERT_TRUE(index.DigestOfEventHash(TenantSeed(victim), event_hash, &resolved)) << "another tenant made it ambiguous";
+  EXPECT_EQ(resolved, victims);
+  ASSERT_TRUE(index.DigestOfEventHash(TenantSeed(other), event_hash, &resolved));
+  EXPECT_EQ(resolved, others);
+  index.ApplyBatch(2, std::vector<Event>{Event{EventKind::kTenantCleared, {}, {}, other, {}}});
+  EXPECT_FALSE(index.DigestOfEventHash(TenantSeed(other), event_hash, &resolved));
+  ASSERT_TRUE(index.DigestOfEventHash(TenantSeed(victim), event_hash, &resolved)) << "the other's clear took it";
+  EXPECT_EQ(resolved, victims);
+  EXPECT_TRUE(index.Contains(victim, "m@" + victims_hex));
+  EXPECT_EQ(index.EventHashDigestEntries(), 1u);
+  EXPECT_EQ(index.Inconsistency(), "");
 }
 
 // NH's keys must be independent: 1.3 and 1.4.0's first fix made all nine

@@ -67,7 +67,7 @@ TEST(TenantClearLeftovers, TheDigestMapKeepsOnlyWhatPresentKeysNeed) {
       digests.push_back(RandomDigest(rng));
       keys.push_back("m@tp_rank:0@group:0@" + Hex(digests.back()));
     }
-    // The same chunk as "b"'s in tenant "a" too: one entry per tenant tag.
+    // The same chunk as "b"'s in tenant "a" too: one entry per tenant.
     keys.push_back(kept_keys[0]);
     std::vector<sci::Event> events;
     for (const std::string& key : keys) events.push_back(sci::Event{sci::EventKind::kStored, key, {}, "a", "cpu"});

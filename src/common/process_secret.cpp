@@ -8,16 +8,10 @@
 #include <cstring>
 #include <random>
 
+#include "common/splitmix64.h"
+
 namespace sci {
 namespace {
-
-// SplitMix64's step: fills the fallback secret from one seed word.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 std::array<uint8_t, 32> MakeProcessSecret() {
   std::array<uint8_t, 32> key{};

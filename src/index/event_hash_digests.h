@@ -9,14 +9,17 @@
 // is resolved here, then the keys are looked up as usual. Two digests sharing their low 64 bits are
 // ambiguous: the entry says so and never resolves, until none is left.
 //
-// Per tenant tag (fingerprint.h): an entry counts the keys of one tag, and
-// an event hash is resolved among the keys of the querying layout's tenant
-// tag only. So a tenant's clear, which drops keys by their tag without their
-// bytes, drops their entries too (EraseTagRun): 1.2 kept them, one per
+// Per tenant: an entry counts the keys of one tenant (by its whole seed,
+// fingerprint.h), and an event hash is resolved among the keys of the
+// querying layout's tenant only. Keyed by the public 8-bit tenant tag
+// instead, a tenant whose name was chosen to share another's tag could make
+// the other's event hashes ambiguous by storing keys with the same low 64 bits
+// (a miss for the victim, found by review). A tenant's clear, which drops
+// keys by their tag without their bytes, drops the entries of every tenant
+// of that tag (EraseTagRun), as it drops their keys: 1.2 kept them, one per
 // cleared key, and five rounds of 200k keys stored and cleared grew the
-// process by 90 MB with one key present (issue #34, R7). Keys of another
-// tenant sharing the tag go with the clear, as their keys do. Conservative
-// where it is not exact: two digests of one tag sharing their low 64 bits
+// process by 90 MB with one key present (issue #34, R7). Conservative where
+// it is not exact: two digests of one tenant sharing their low 64 bits
 // never resolve (a miss) until one of them is gone; only a whole clear
 // empties the map (and gives its memory back).
 //
@@ -37,7 +40,7 @@
 namespace sci {
 
 class EventHashDigests {
-  using EntryKey = std::pair<uint64_t, uint32_t>;  // (event hash, tenant tag)
+  using EntryKey = std::pair<uint64_t, uint64_t>;  // (event hash, tenant seed)
   struct Entry {
     uint8_t head[24];   // the digest's bytes before its low 64 bits (in the map's key)
     uint32_t keys = 0;  // present keys ending with a digest of these low 64 bits
@@ -71,19 +74,19 @@ class EventHashDigests {
     return low;
   }
 
-  // A present key of tenant tag `tag` with `digest` came (Add; may throw
-  // bad_alloc, and then the map is empty: AbandonAfterFailedGrowth) or went
-  // (Remove; never allocates).
-  void Add(const Digest& digest, uint32_t tag) {
+  // A present key of the tenant whose seed is `tenant_seed`, with `digest`,
+  // came (Add; may throw bad_alloc, and then the map is empty:
+  // AbandonAfterFailedGrowth) or went (Remove; never allocates).
+  void Add(const Digest& digest, uint64_t tenant_seed) {
     Map::iterator it;
     bool inserted = false;
     try {
-      std::tie(it, inserted) = entries_.try_emplace(EntryKey{EventHashOf(digest), tag});
+      std::tie(it, inserted) = entries_.try_emplace(EntryKey{EventHashOf(digest), tenant_seed});
     } catch (const std::bad_alloc&) {
       AbandonAfterFailedGrowth();
       throw;
     }
-    if (inserted) ++entries_by_tag_[tag & 0xFF];
+    if (inserted) ++entries_by_tag_[TagOf(tenant_seed)];
     Entry& entry = it->second;
     if (entry.keys == 0) {
       std::memcpy(entry.head, digest.data(), sizeof entry.head);
@@ -93,24 +96,25 @@ class EventHashDigests {
     }
     ++entry.keys;
   }
-  void Remove(const Digest& digest, uint32_t tag) {
-    auto it = entries_.find(EntryKey{EventHashOf(digest), tag});
+  void Remove(const Digest& digest, uint64_t tenant_seed) {
+    auto it = entries_.find(EntryKey{EventHashOf(digest), tenant_seed});
     if (it == entries_.end()) return;
     if (--it->second.keys == 0) Erase(it);
   }
 
-  // The one digest present keys of tenant tag `tag` carry for
-  // `event_hash`; false when none, or more than one, does.
-  bool Find(uint64_t event_hash, uint32_t tag, Digest* digest) const {
-    auto it = entries_.find(EntryKey{event_hash, tag});
+  // The one digest present keys of the tenant whose seed is `tenant_seed`
+  // carry for `event_hash`; false when none, or more than one, does.
+  bool Find(uint64_t event_hash, uint64_t tenant_seed, Digest* digest) const {
+    auto it = entries_.find(EntryKey{event_hash, tenant_seed});
     if (it == entries_.end() || it->second.ambiguous) return false;
     std::memcpy(digest->data(), it->second.head, sizeof it->second.head);
     for (size_t i = 0; i < 8; ++i) (*digest)[24 + i] = static_cast<uint8_t>(event_hash >> (56 - 8 * i));
     return true;
   }
 
-  // A tenant's clear: tag `tag`'s entries erased, at most `steps` entries
-  // visited a call, so that the caller may release its lock between runs.
+  // A tenant's clear: the entries of every tenant of tag `tag` erased, at
+  // most `steps` entries visited a call, so that the caller may release its
+  // lock between runs.
   // `walk` starts default-constructed; no Add may come between the runs
   // (an erase keeps every other position valid, an insert may not). False
   // once every entry of the tag is gone.
@@ -128,7 +132,7 @@ class EventHashDigests {
     for (size_t i = 0; i < steps && entries_by_tag_[tag & 0xFF] > 0; ++i) {
       if (walk->at_ == entries_.end()) return false;
       auto here = walk->at_++;
-      if (here->first.second == tag) Erase(here);
+      if (TagOf(here->first.second) == (tag & 0xFF)) Erase(here);
     }
     return entries_by_tag_[tag & 0xFF] > 0 && walk->at_ != entries_.end();
   }
@@ -142,7 +146,7 @@ class EventHashDigests {
  private:
   template <typename Iterator>
   void Erase(Iterator it) {
-    --entries_by_tag_[it->first.second & 0xFF];
+    --entries_by_tag_[TagOf(it->first.second)];
     entries_.erase(it);
   }
 
@@ -158,6 +162,8 @@ class EventHashDigests {
     new (&entries_) Map();  // noexcept: an empty flat_hash_map allocates nothing
     entries_by_tag_.fill(0);
   }
+
+  static uint32_t TagOf(uint64_t tenant_seed) { return static_cast<uint32_t>(tenant_seed & 0xFF); }  // fingerprint.h's TenantTag
 
   static int Nibble(char c) {
     if (c >= '0' && c <= '9') return c - '0';

@@ -39,6 +39,7 @@
 #include "common/hex_lanes.h"
 #include "common/process_secret.h"
 #include "common/siphash.h"
+#include "common/splitmix64.h"
 
 namespace sci {
 
@@ -67,10 +68,22 @@ inline uint64_t TenantSeed(std::string_view tenant) {
   return SecretTenantSeed(tenant);
 }
 
+// A bijection on 64 bits that spreads most bits over the word (one
+// xorshift-multiply-xorshift round). Not every difference: 0x8000000080000000
+// passes through it unchanged. So DomainSeed leans on its input being
+// secret, and HashEndedFromSum on three rounds chained, not on one round.
+inline uint64_t SpreadBits(uint64_t x) {
+  x ^= x >> 32;
+  x *= 0xD6E8FEB86659FD93ull;
+  return x ^ (x >> 32);
+}
+
 // A seed for one use (`domain`, a fixed constant) of a tenant's seed: their
 // sum, spread (not a xor), so that seeds of two domains or banks differ in
-// bits no one can predict.
-inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain);
+// bits no one can predict (the carries of the sum through the multiply).
+// One round is enough, as the tenant seed is secret; a page query pays it
+// per page.
+inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain) { return SpreadBits(tenant_seed + domain); }
 
 // The tenant tag (see the top of this file; TenantSeed puts it in the
 // seed's low 8 bits).
@@ -178,30 +191,12 @@ inline HashEndSecret HashEndSecretOf(uint64_t tenant_seed, std::string_view pref
   // cover them blindly with swapped word pairs (an outside review: 2 false
   // hits in 2^14 stores by 2^14 queries).
   HashEndSecret secret;
-  for (int i = 0; i < 9; ++i) {
-    uint64_t z = h.low64 + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    secret.k[i] = (z ^ (z >> 31)) ^ h.high64;
-  }
+  uint64_t state = h.low64;
+  for (uint64_t& k : secret.k) k = SplitMix64(state) ^ h.high64;
   secret.tenant_seed = tenant_seed;
   return secret;
 }
 
-// A bijection on 64 bits that spreads most bits over the word (one
-// xorshift-multiply-xorshift round). Not every difference: 0x8000000080000000
-// passes through it unchanged. So DomainSeed leans on its input being
-// secret, and HashEndedFromSum on three rounds chained, not on one round.
-inline uint64_t SpreadBits(uint64_t x) {
-  x ^= x >> 32;
-  x *= 0xD6E8FEB86659FD93ull;
-  return x ^ (x >> 32);
-}
-
-// One round is enough: the tenant seed is secret, so what is wanted is only
-// that two domains' seeds differ in bits no one can predict (the carries of
-// the sum through the multiply), and a page query pays it per page.
-inline uint64_t DomainSeed(uint64_t tenant_seed, uint64_t domain) { return SpreadBits(tenant_seed + domain); }
 
 // The 32 bytes that the 64 lowercase hex digits at `digits` spell, into
 // `out`; false (out undefined) if one of them is not [0-9a-f].

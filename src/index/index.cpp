@@ -219,13 +219,15 @@ void Index::ApplyEvent(uint64_t sequence, const Event& event, BatchTally& tally)
       Logf(LogLevel::kInfo, "all objects cleared by the publisher (batch %d)", sequence);
       return;
     case EventKind::kTenantCleared:
+    {
       deferred_.ClearTenant(event.tenant_id);
-      ClearTenant(TenantSeed(event.tenant_id));
+      const TenantClear how = ClearTenant(TenantSeed(event.tenant_id));
       counters_.tenant_clears.Add();
       ++tally.events_applied;
-      Logf(LogLevel::kInfo, "tenant '%s' cleared by the publisher (batch %d)",
-           event.tenant_id.empty() ? std::string_view("default") : event.tenant_id, sequence);
+      Logf(LogLevel::kInfo, "tenant '%s' cleared by the publisher (batch %d): %s",
+           event.tenant_id.empty() ? std::string_view("default") : event.tenant_id, sequence, Describe(how));
       return;
+    }
     case EventKind::kStored:
     case EventKind::kRemoved:
       break;
@@ -323,14 +325,19 @@ void Index::StoreKey(const KeyName& key, MediaSet medium) {
     counters_.capacity_refusals.Add();
     return;
   }
-  const uint32_t tag = TenantTag(key.tenant_seed);
-  // First, as it may fail to allocate: then nothing has changed.
-  if (is_new && key.digest_ended) event_digests_.Add(key.digest, tag);
+  // First, as they may fail to allocate: then nothing has changed.
+  if (is_new) tenant_keys_.Prepare(key.tenant_seed, key.object_key);
   SlotChange change;
   try {
-    change = store_.Store(key.tenant_seed, key.object_key, key.place, medium);
+    if (is_new && key.digest_ended) event_digests_.Add(key.digest, key.tenant_seed);
+    try {
+      change = store_.Store(key.tenant_seed, key.object_key, key.place, medium);
+    } catch (const std::bad_alloc&) {
+      if (is_new && key.digest_ended) event_digests_.Remove(key.digest, key.tenant_seed);  // never allocates
+      throw;
+    }
   } catch (const std::bad_alloc&) {
-    if (is_new && key.digest_ended) event_digests_.Remove(key.digest, tag);  // never allocates
+    if (is_new) tenant_keys_.Unprepare(key.tenant_seed, key.object_key);  // never allocates
     throw;
   }
   SCI_DCHECK(change.present && change.was_present == !is_new, "a store leaves its key present; Has() told the truth");
@@ -342,7 +349,7 @@ void Index::RemoveKey(const KeyName& key, MediaSet medium) {
   SCI_DCHECK(change.was_present || !change.present, "a removal never makes a key present");
   if (change.was_present && change.present) counters_.medium_removals_kept.Add();
   if (change.was_present && !change.present && key.digest_ended) {
-    event_digests_.Remove(key.digest, TenantTag(key.tenant_seed));
+    event_digests_.Remove(key.digest, key.tenant_seed);
   }
   Account(key, change);
 }
@@ -355,6 +362,11 @@ void Index::Account(const KeyName& key, const SlotChange& change) {
                "a key leaving was counted, in its tenant too");
     key_count_.store(key_count_.load(std::memory_order_relaxed) + static_cast<uint64_t>(n), std::memory_order_relaxed);
     keys_by_tag_[TenantTag(key.tenant_seed)] += static_cast<uint64_t>(n);
+    if (change.present) {
+      tenant_keys_.Came(key.tenant_seed);
+    } else {
+      tenant_keys_.Went(key.tenant_seed, key.object_key);
+    }
     CountKeysAtTier(TierOfMedia(change.present ? change.media : change.was_media), n);
   } else if (change.present && TierOfMedia(change.media) != TierOfMedia(change.was_media)) {
     CountKeysAtTier(TierOfMedia(change.was_media), -1);
@@ -394,15 +406,26 @@ void Index::EmptyTables() {
     page_entry_count_.store(0, std::memory_order_relaxed);
   }
   keys_by_tag_.fill(0);
+  tenant_keys_.Clear();
   for (std::atomic<uint64_t>& n : keys_at_tier_) n.store(0, std::memory_order_relaxed);
 }
 
-void Index::ClearTenant(uint64_t tenant_seed) {
+Index::TenantClear Index::ClearTenant(uint64_t tenant_seed) {
   const uint32_t tag = TenantTag(tenant_seed);
-  if (keys_by_tag_[tag] == 0) return;  // nothing of the tenant's is present
+  if (keys_by_tag_[tag] == 0) return TenantClear::kNothing;  // nothing of the tag's is present
+  TenantKeys::Names names;
+  switch (tenant_keys_.PlanClear(tenant_seed, &names)) {
+    case TenantKeys::ClearBy::kNothing:
+      return TenantClear::kNothing;  // its keys went by removals; another tenant of its tag keeps its own
+    case TenantKeys::ClearBy::kNames:
+      RemoveNamedKeys(tenant_seed, names);
+      return TenantClear::kByName;
+    case TenantKeys::ClearBy::kTagWalk:
+      break;
+  }
   if (keys_by_tag_[tag] == key_count_.load(std::memory_order_relaxed)) {
-    EmptyTables();  // every key is the tenant's (a pool of one tenant): no walk
-    return;
+    EmptyTables();  // every key is the tag's (a pool of one tenant): no walk
+    return TenantClear::kWhole;
   }
   // Held a bounded run of buckets at a time, so readers wait for one run,
   // never for the walk. Keys of another tenant with the same tag go too: a
@@ -426,6 +449,20 @@ void Index::ClearTenant(uint64_t tenant_seed) {
     WriterLock lock(tables_lock_);
     more = event_digests_.HasTag(tag) && event_digests_.EraseTagRun(tag, &digests, kBucketsPerHold);
   }
+  tenant_keys_.ForgetTag(tag);  // every tenant of the tag holds nothing now
+  return TenantClear::kTagWalk;
+}
+
+void Index::RemoveNamedKeys(uint64_t tenant_seed, const TenantKeys::Names& names) {
+  // As removals from every medium, a bounded run a hold (at most
+  // TenantKeys::kListed keys in all).
+  constexpr size_t kKeysPerHold = 256;
+  auto name = names.begin();
+  while (name != names.end()) {
+    WriterLock lock(tables_lock_);
+    for (size_t n = 0; n < kKeysPerHold && name != names.end(); ++n, ++name) RemoveKey(NameKey(tenant_seed, *name), 0);
+  }
+  SCI_DCHECK(!tenant_keys_.Holds(tenant_seed), "a listed tenant's names were all its present keys");
 }
 
 std::string Index::Inconsistency() const {
@@ -438,6 +475,8 @@ std::string Index::Inconsistency() const {
   uint64_t by_tag = 0;
   for (uint64_t n : keys_by_tag_) by_tag += n;
   if (by_tag != keys) return sci::StrFormat("%d keys counted by tenant tag, %d in all", by_tag, keys);
+  what = tenant_keys_.Inconsistency(keys);
+  if (!what.empty()) return what;
   uint64_t by_tier = 0;
   for (const std::atomic<uint64_t>& n : keys_at_tier_) by_tier += n.load(std::memory_order_relaxed);
   if (by_tier != keys) return sci::StrFormat("%d keys counted by tier, %d in all", by_tier, keys);
@@ -457,7 +496,7 @@ bool Index::Contains(std::string_view tenant, std::string_view object_key) const
 bool Index::DigestOfEventHash(uint64_t tenant_seed, uint64_t event_hash, std::array<uint8_t, 32>* digest) const {
   ReaderLock lock(tables_lock_);
   if (concealed_.load(std::memory_order_relaxed)) return false;
-  return event_digests_.Find(event_hash, TenantTag(tenant_seed), digest);
+  return event_digests_.Find(event_hash, tenant_seed, digest);
 }
 
 // --------------------------------------------------------------- counters --

@@ -48,6 +48,7 @@
 #include "index/table_lock.h"
 #include "index/stats.h"
 #include "index/stream_cursor.h"
+#include "index/tenant_keys.h"
 
 namespace sci {
 
@@ -176,8 +177,7 @@ class Index {
   // several lookups to make at once holds one Reader instead (below).
   bool Contains(std::string_view tenant, std::string_view object_key) const ABSL_LOCKS_EXCLUDED(tables_lock_);
   // The digest that present keys of the tenant whose seed is `tenant_seed`
-  // (by its tag, fingerprint.h) ending "<digest_key_separator><64 hex
-  // digits>" carry for an engine's 64-bit event hash (event_hash_digests.h);
+  // ending "<digest_key_separator><64 hex digits>" carry for an engine's 64-bit event hash (event_hash_digests.h);
   // false when none or more than one does, or with no separator.
   bool DigestOfEventHash(uint64_t tenant_seed, uint64_t event_hash, std::array<uint8_t, 32>* digest) const
       ABSL_LOCKS_EXCLUDED(tables_lock_);
@@ -356,9 +356,24 @@ class Index {
   // Logs, once, that every slot number is taken (keys of new slots are then
   // stored whole); with tables_lock_ released (a log callback may query).
   void WarnIfSlotNumbersRanOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
-  // A tenant's `cleared`: every key with the tenant's tag (fingerprint.h)
-  // goes, as by a removal, a bounded run of the tables at a time.
-  void ClearTenant(uint64_t tenant_seed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  // A tenant's `cleared`: every key of the tenant goes, as by a removal.
+  // How depends on what it holds (tenant_keys.h): nothing; its few keys,
+  // removed by name; else every key with its tag (fingerprint.h), other
+  // tenants' too, a bounded run of the tables at a time, or the whole
+  // store when the tag holds every key.
+  enum class TenantClear { kNothing, kByName, kTagWalk, kWhole };
+  static const char* Describe(TenantClear how) {
+    switch (how) {
+      case TenantClear::kNothing: return "it held no key";
+      case TenantClear::kByName: return "its keys removed by name";
+      case TenantClear::kTagWalk: return "every key of its tenant tag dropped (a walk of the store)";
+      case TenantClear::kWhole: return "every key dropped (its tenant tag held them all)";
+    }
+    return "";
+  }
+  TenantClear ClearTenant(uint64_t tenant_seed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
+  void RemoveNamedKeys(uint64_t tenant_seed, const TenantKeys::Names& names) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_LOCKS_EXCLUDED(tables_lock_);
   // ClearTables also resets the cursor; EmptyTables leaves it alone (a
   // tenant's clear inside a batch).
   void ClearTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_lock_);
@@ -390,6 +405,9 @@ class Index {
   // tables only when its tag holds some keys, and empties them whole when
   // it holds them all.
   std::array<uint64_t, 256> keys_by_tag_ ABSL_GUARDED_BY(apply_mu_) = {};
+  // Present keys by tenant, and the names of a small tenant's: what its
+  // clear must do (tenant_keys.h).
+  TenantKeys tenant_keys_ ABSL_GUARDED_BY(apply_mu_);
 
   // Sizes, kept beside the tables so stats and capacity checks need no lock.
   std::atomic<uint64_t> key_count_{0};

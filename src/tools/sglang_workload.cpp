@@ -4,18 +4,14 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "common/splitmix64.h"
 #include "page_life.h"
 #include "text.h"
 #include "sglang/page_hash.h"
 
 namespace sci::tools {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+uint64_t SplitMix64(uint64_t x) { return sci::SplitMix64(x); }  // one step from state x
 
 std::vector<std::vector<uint32_t>> MakePrompts(const WorkloadSpec& spec, uint32_t page_size, bool eagle) {
   const size_t extra = eagle ? 1 : 0;

@@ -41,7 +41,7 @@
 //     sci_index_check_tiers reports the same
 //     pages present, none at a faster tier than the reference's keys allow;
 //   - an engine's event hash resolves (Index::DigestOfEventHash) to the one
-//     digest present "@<digest>" keys of the tenant's tag carry, and to
+//     digest present "@<digest>" keys of the tenant carry, and to
 //     none when none does or two digests share the hash (after such a
 //     sharing the index stays unresolved until every key carrying the hash
 //     is gone: allowed, see EventHashes).
@@ -80,8 +80,9 @@ constexpr std::array<uint32_t, 12> kTokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
 constexpr size_t kPages = kTokens.size() / kPageSize;
 
 // "" and "default" are one tenant; the others are apart, but the last
-// shares tenant-a's tag (fingerprint.h): a clear of either takes the
-// other's keys too, a miss the reference follows.
+// shares tenant-a's tag (fingerprint.h): a clear of either holding more
+// than TenantKeys::kListed keys would take the other's keys too (a miss
+// the reference follows); holding fewer, as here, it takes its own only.
 std::string TenantSharingTheTagOf(const std::string& tenant) {
   const uint32_t tag = TenantTag(TenantSeed(tenant));
   for (int i = 0;; ++i) {
@@ -491,7 +492,7 @@ struct Checker {
   }
 
   // An engine's event hash resolves to the digest that present keys of the
-  // asking tenant's tag end with ("@<digest>"), and to none when no such key
+  // asking tenant end with ("@<digest>"), and to none when no such key
   // is present or two digests share the hash (index-semantics.md, the
   // event-hash digest map). Concealed: nothing is asserted (a digest the
   // index resolves then only leads to keys that answer absent).

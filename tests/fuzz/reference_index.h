@@ -3,15 +3,17 @@
 // on which media, the sequence cursor and its rules, the production
 // format's early-gap rule, tenant and all clears, a resync's concealment
 // and deferred stores. Written for clarity, apart from the index: nothing
-// here is shared with src/index but the tenant tag (a tenant's clear takes
-// every tenant of its tag, as the index's does: a miss, never a false hit)
-// and the enums the two speak in.
+// here is shared with src/index but the tenant tag and TenantKeys::kListed
+// (a tenant's clear takes its own keys when it holds at most that many, and
+// every tenant of its tag when it holds more, as the index's does: a miss,
+// never a false hit) and the enums the two speak in.
 //
 // It keeps neither groups nor verifications: a page is present exactly when
 // its keys are, and the harness checks the fast path through the index's
 // own verified groups (verified_pages.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -22,6 +24,7 @@
 #include "index/event.h"
 #include "index/fingerprint.h"
 #include "index/index.h"
+#include "index/tenant_keys.h"
 
 namespace sci::fuzz {
 
@@ -157,21 +160,21 @@ class ReferenceIndex {
     const auto it = present_.find({Tenant(tenant), key});
     return it != present_.end() && (it->second & 1u) != 0 ? 0 : 1;
   }
-  // The distinct digests that visible keys of `tenant`'s tag end with
+  // The distinct digests that visible keys of `tenant` end with
   // ("@" and 64 lowercase hex digits) whose low 64 bits are `event_hash`.
   std::set<std::string> DigestsEndingKeys(const std::string& tenant, uint64_t event_hash) const {
     if (concealed_) return {};
-    const auto it = digests_.find({TenantTag(TenantSeed(Tenant(tenant))), event_hash});
+    const auto it = digests_.find({Tenant(tenant), event_hash});
     return it == digests_.end() ? std::set<std::string>{} : it->second;
   }
-  // Whether two digests of `tenant`'s tag shared `event_hash` at some moment
+  // Whether two digests of `tenant` shared `event_hash` at some moment
   // since the last time none was present. Such an event hash stays
   // unresolved until every key carrying it is gone (index-semantics.md,
   // "The event-hash digest map": the map counts keys, not digests): a miss,
   // never a false hit. The fuzzer first found the document promising more
   // (tests/fuzz/regressions/index_differential_fuzzer/).
   bool AmbiguousSinceEmpty(const std::string& tenant, uint64_t event_hash) const {
-    return ambiguous_.count({TenantTag(TenantSeed(Tenant(tenant))), event_hash}) > 0;
+    return ambiguous_.count({Tenant(tenant), event_hash}) > 0;
   }
   bool concealed() const { return concealed_; }
   size_t size() const { return present_.size(); }
@@ -213,7 +216,7 @@ class ReferenceIndex {
   }
 
   // The event-hash digest map's view of the present keys (index-semantics.md):
-  // digests of "@<64 lowercase hex digits>" keys by (tenant tag, low 64 bits).
+  // digests of "@<64 lowercase hex digits>" keys by (tenant, low 64 bits).
   void NoteDigests() {
     digests_.clear();
     for (const auto& [k, media] : present_) {
@@ -221,7 +224,7 @@ class ReferenceIndex {
       if (key.size() < 65 || key[key.size() - 65] != '@') continue;
       const std::string digest = key.substr(key.size() - 64);
       if (digest.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
-      digests_[{TenantTag(TenantSeed(k.first)), std::stoull(digest.substr(48), nullptr, 16)}].insert(digest);
+      digests_[{k.first, std::stoull(digest.substr(48), nullptr, 16)}].insert(digest);
     }
     std::erase_if(ambiguous_, [&](const auto& at) { return digests_.count(at) == 0; });
     for (const auto& [at, digests] : digests_) {
@@ -235,10 +238,16 @@ class ReferenceIndex {
       return;
     }
     if (e.kind == Kind::kTenantCleared) {
-      // Its waiting stores by name; its keys by tag.
-      std::erase_if(deferred_, [&](const auto& d) { return d.first.first == Tenant(e.tenant); });
-      const uint32_t tag = TenantTag(TenantSeed(Tenant(e.tenant)));
-      std::erase_if(present_, [&](const auto& p) { return TenantTag(TenantSeed(p.first.first)) == tag; });
+      // Its waiting stores by name; its keys by name while it holds few,
+      // else every key of its tag.
+      const std::string tenant = Tenant(e.tenant);
+      std::erase_if(deferred_, [&](const auto& d) { return d.first.first == tenant; });
+      const size_t holds = static_cast<size_t>(
+          std::count_if(present_.begin(), present_.end(), [&](const auto& p) { return p.first.first == tenant; }));
+      const uint32_t tag = TenantTag(TenantSeed(tenant));
+      std::erase_if(present_, [&](const auto& p) {
+        return holds <= TenantKeys::kListed ? p.first.first == tenant : TenantTag(TenantSeed(p.first.first)) == tag;
+      });
       return;
     }
     if (e.key.empty() || e.key.size() > kMaxObjectKeyBytes) return;  // ignored
@@ -271,7 +280,7 @@ class ReferenceIndex {
   std::map<TenantKey, uint32_t> present_;  // -> media bits (0: unknown)
   std::vector<std::string> medium_names_ = {"cpu", "disk"};  // the tier map's, numbered first
   std::map<TenantKey, Event> deferred_;
-  using DigestsAt = std::pair<uint32_t, uint64_t>;  // (tenant tag, event hash)
+  using DigestsAt = std::pair<std::string, uint64_t>;  // (tenant, event hash)
   std::map<DigestsAt, std::set<std::string>> digests_;
   std::set<DigestsAt> ambiguous_;
   bool deferring_ = false;
