@@ -13,6 +13,16 @@
 // stores 512 batches of new pages, then removes them, and so on, over an
 // index that already holds `size` keys of other pages: steady churn at
 // that size. Sequence frames are consecutive, so no batch is a gap.
+//
+//   tenant_clear/keys:<size>/by_name     a tenant sharing the default tenant's
+//                                        tag stores one key and is cleared
+//   tenant_clear/keys:<size>/tag_walk    a tenant of another tag stores
+//                                        TenantKeys::kListed + 1 keys and is
+//                                        cleared: a walk of the store by tag
+//
+// Time per clear, its stores included, beside `size` keys of the default
+// tenant. Until 1.4 every clear whose tag held a key walked the store, so
+// the tag_walk row is also what the by_name case cost then.
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -20,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "index/fingerprint.h"
+#include "index/tenant_keys.h"
 #include "sglang/layout.h"
 #include "wire/message_apply.h"
 #include "encode/mooncake_encoder.h"
@@ -123,11 +135,60 @@ void BM_DecodeApply(benchmark::State& state, uint64_t size) {
   state.counters["keys"] = static_cast<double>(after.keys);
 }
 
+// `n` page keys of `tenant`, numbered from `first`.
+std::vector<Event> TenantStores(const std::string& tenant, size_t n, uint64_t first) {
+  static std::vector<std::string> keys;  // the events view them
+  keys.clear();
+  keys.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string hex(64, 'e');
+    const uint64_t page = first + i;
+    for (int d = 0; d < 16; ++d) hex[63 - d] = "0123456789abcdef"[(page >> (4 * d)) & 15];
+    keys.push_back(hex + "_0_k");
+  }
+  std::vector<Event> events;
+  for (const std::string& key : keys) events.push_back(Event{EventKind::kStored, key, {}, tenant, "cpu"});
+  return events;
+}
+
+void BM_TenantClear(benchmark::State& state, uint64_t size, bool by_name) {
+  static std::map<uint64_t, std::pair<std::unique_ptr<Index>, uint64_t>> indexes;
+  auto& [index, sequence] = indexes[size];
+  if (index == nullptr) {
+    sequence = 1;
+    index = std::make_unique<Index>(SGLangIndexOptions());
+    ApplyForeignPages(*index, 0, size, /*stored=*/true, /*salt=*/size ^ 0x7E, &sequence);
+  }
+  // A tenant of the default tenant's tag (by name: it holds one key), or of
+  // another tag (a walk: it holds more than kListed).
+  const uint32_t default_tag = TenantTag(TenantSeed("default"));
+  std::string tenant;
+  for (int n = 0; tenant.empty(); ++n) {
+    const std::string name = "bench-tenant-" + std::to_string(n);
+    if ((TenantTag(TenantSeed(name)) == default_tag) == by_name) tenant = name;
+  }
+  const size_t n = by_name ? 1 : TenantKeys::kListed + 1;
+  const std::vector<Event> stores = TenantStores(tenant, n, 1);
+  const std::vector<Event> clear = {Event{EventKind::kTenantCleared, {}, {}, tenant, {}}};
+  const uint64_t keys_before = index->GetStats().keys;
+  for (auto _ : state) {
+    index->ApplyBatch(sequence++, stores);
+    index->ApplyBatch(sequence++, clear);
+  }
+  if (index->GetStats().keys != keys_before) state.SkipWithError("the clear did not leave the other keys as they were");
+  state.counters["keys"] = static_cast<double>(keys_before);
+  state.counters["keys_stored_per_clear"] = static_cast<double>(n);
+}
+
 BENCHMARK(BM_Decode)->Name("ingest/decode/batch:64");
 BENCHMARK_CAPTURE(BM_Apply, 10k, 10'000)->Name("ingest/apply/batch:64/keys:10k");
 BENCHMARK_CAPTURE(BM_Apply, 1m, 1'000'000)->Name("ingest/apply/batch:64/keys:1m");
 BENCHMARK_CAPTURE(BM_DecodeApply, 10k, 10'000)->Name("ingest/decode_apply/batch:64/keys:10k");
 BENCHMARK_CAPTURE(BM_DecodeApply, 1m, 1'000'000)->Name("ingest/decode_apply/batch:64/keys:1m");
+BENCHMARK_CAPTURE(BM_TenantClear, 10k_by_name, 10'000, true)->Name("tenant_clear/keys:10k/by_name");
+BENCHMARK_CAPTURE(BM_TenantClear, 10k_tag_walk, 10'000, false)->Name("tenant_clear/keys:10k/tag_walk");
+BENCHMARK_CAPTURE(BM_TenantClear, 1m_by_name, 1'000'000, true)->Name("tenant_clear/keys:1m/by_name");
+BENCHMARK_CAPTURE(BM_TenantClear, 1m_tag_walk, 1'000'000, false)->Name("tenant_clear/keys:1m/tag_walk");
 
 }  // namespace
 }  // namespace sci::bench
