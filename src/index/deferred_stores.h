@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <functional>
 #include <unordered_map>
 
 #include "common/process_secret.h"
@@ -39,17 +40,29 @@ class DeferredStores {
   // whatever the stream does while the anchor waits.
   static constexpr size_t kMaxKeys = size_t{1} << 20;
 
-  bool empty() const { return stores_.empty(); }
-  size_t size() const { return stores_.size(); }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
 
   // Keeps `event` (a store with a key) as its key's last store; false when
   // full (then it is dropped).
   bool Add(const Event& event) {
-    std::string id = Id(event.tenant_id, event.object_key);
-    auto it = stores_.find(id);
-    if (it == stores_.end()) {
-      if (stores_.size() >= kMaxKeys) return false;
-      it = stores_.emplace(std::move(id), Stored{}).first;
+    const std::string_view tenant = Tenant(event.tenant_id);
+    auto t = tenants_.find(tenant);
+    if (t == tenants_.end()) {
+      if (size_ >= kMaxKeys) return false;
+      t = tenants_.try_emplace(std::string(tenant)).first;
+    }
+    Keys& keys = t->second;
+    auto it = keys.find(event.object_key);
+    if (it == keys.end()) {
+      if (size_ >= kMaxKeys) return false;
+      try {
+        it = keys.try_emplace(std::string(event.object_key)).first;
+      } catch (...) {
+        if (keys.empty()) tenants_.erase(t);
+        throw;
+      }
+      ++size_;
     }
     Stored& s = it->second;
     s.tenant.assign(event.tenant_id);
@@ -62,26 +75,50 @@ class DeferredStores {
 
   // A removal of the key (on any medium: a later store may be lost, never
   // a removal).
-  void Remove(std::string_view tenant, std::string_view key) { stores_.erase(Id(tenant, key)); }
-
-  void ClearTenant(std::string_view tenant) {
-    const std::string_view wanted = tenant.empty() ? std::string_view("default") : tenant;
-    for (auto it = stores_.begin(); it != stores_.end();) {
-      const std::string_view has = it->second.tenant.empty() ? std::string_view("default") : it->second.tenant;
-      it = has == wanted ? stores_.erase(it) : std::next(it);
-    }
+  void Remove(std::string_view tenant, std::string_view key) {
+    const auto t = tenants_.find(Tenant(tenant));
+    if (t == tenants_.end()) return;
+    const auto it = t->second.find(key);
+    if (it == t->second.end()) return;
+    t->second.erase(it);
+    --size_;
+    if (t->second.empty()) tenants_.erase(t);
   }
 
-  void Clear() { stores_.clear(); }
+  // What waits of one tenant, in one erase: filed by tenant, a clear costs
+  // that tenant's stores, not every store (an outside review timed 33 ms a
+  // clear of a tenant holding nothing, with 200k stores of others waiting).
+  void ClearTenant(std::string_view tenant) {
+    const auto t = tenants_.find(Tenant(tenant));
+    if (t == tenants_.end()) return;
+    size_ -= t->second.size();
+    tenants_.erase(t);
+  }
+
+  void Clear() {
+    tenants_.clear();
+    size_ = 0;
+  }
 
   struct Stored {
     std::string tenant, key, group, medium;
     PublisherGeneration generation = PublisherGeneration::kUnknown;
   };
-  // The kept stores, each as the event to apply (it views the set's
-  // strings): for (const auto& [id, s] : set) Apply(AsEvent(s)), then Clear().
-  auto begin() const { return stores_.begin(); }
-  auto end() const { return stores_.end(); }
+  // SipHash-1-3 under a key of its own (common/process_secret.h), as
+  // Rust's and Python's tables hash strings against flooding.
+  struct IdHash {
+    using is_transparent = void;  // found by a string_view, no copy
+    size_t operator()(std::string_view id) const {
+      static const SipKey key = ProcessSubkey("deferred stores");
+      return static_cast<size_t>(SipHash13(key, id));
+    }
+  };
+  using Keys = std::unordered_map<std::string, Stored, IdHash, std::equal_to<>>;  // by object key
+
+  // The kept stores, by tenant, each to apply as an event (AsEvent views
+  // its strings): for (auto& [t, keys] : by_tenant()) for (auto& [k, s] :
+  // keys) Apply(AsEvent(s)), then Clear().
+  const auto& by_tenant() const { return tenants_; }
   static Event AsEvent(const Stored& s) {
     Event event;
     event.kind = EventKind::kStored;
@@ -93,28 +130,14 @@ class DeferredStores {
     return event;
   }
 
-  // SipHash-1-3 under a key of its own (common/process_secret.h), as
-  // Rust's and Python's tables hash strings against flooding.
-  struct IdHash {
-    size_t operator()(std::string_view id) const {
-      static const SipKey key = ProcessSubkey("deferred stores");
-      return static_cast<size_t>(SipHash13(key, id));
-    }
-  };
-
  private:
-  // The tenant ("" and "default" are one) and the key, apart: the tenant's
-  // length first, so no two pairs share an id whatever bytes they hold.
-  static std::string Id(std::string_view tenant, std::string_view key) {
-    const std::string_view t = tenant.empty() ? std::string_view("default") : tenant;
-    std::string id = std::to_string(t.size());
-    id.reserve(id.size() + 1 + t.size() + key.size());
-    id.push_back(':');
-    id.append(t).append(key);
-    return id;
+  // "" and "default" are one tenant.
+  static std::string_view Tenant(std::string_view tenant) {
+    return tenant.empty() ? std::string_view("default") : tenant;
   }
 
-  std::unordered_map<std::string, Stored, IdHash> stores_;
+  std::unordered_map<std::string, Keys, IdHash, std::equal_to<>> tenants_;
+  size_t size_ = 0;  // stores kept, over every tenant
 };
 
 }  // namespace sci

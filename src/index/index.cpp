@@ -172,7 +172,9 @@ void Index::EndDeferral(bool apply) {
   BatchTally tally;
   try {
     // Each key's last store, in no order: no two are of one key.
-    for (const auto& [id, stored] : deferred_) ApplyEvent(cursor_.position().last_sequence, DeferredStores::AsEvent(stored), tally);
+    for (const auto& [tenant, keys] : deferred_.by_tenant()) {
+      for (const auto& [key, stored] : keys) ApplyEvent(cursor_.position().last_sequence, DeferredStores::AsEvent(stored), tally);
+    }
     deferred_.Clear();
   } catch (const std::bad_alloc&) {
     // As for a batch half applied: only the empty state can be vouched for.
@@ -455,12 +457,16 @@ Index::TenantClear Index::ClearTenant(uint64_t tenant_seed) {
 
 void Index::RemoveNamedKeys(uint64_t tenant_seed, const TenantKeys::Names& names) {
   // As removals from every medium, a bounded run a hold (at most
-  // TenantKeys::kListed keys in all).
-  constexpr size_t kKeysPerHold = 256;
+  // TenantKeys::kListed keys in all), each run's keys hashed before the
+  // hold, as ApplyEvent does: readers wait for the removals only.
+  constexpr size_t kKeysPerHold = 64;
+  std::array<KeyName, kKeysPerHold> run;
   auto name = names.begin();
   while (name != names.end()) {
+    size_t n = 0;
+    for (; n < kKeysPerHold && name != names.end(); ++n, ++name) run[n] = NameKey(tenant_seed, *name);
     WriterLock lock(tables_lock_);
-    for (size_t n = 0; n < kKeysPerHold && name != names.end(); ++n, ++name) RemoveKey(NameKey(tenant_seed, *name), 0);
+    for (size_t i = 0; i < n; ++i) RemoveKey(run[i], 0);
   }
   SCI_DCHECK(!tenant_keys_.Holds(tenant_seed), "a listed tenant's names were all its present keys");
 }

@@ -186,8 +186,8 @@ class Index {
       ABSL_LOCKS_EXCLUDED(tables_lock_) {
     return DigestOfEventHash(TenantSeed({}), event_hash, digest);
   }
-  // Entries of the event-hash digest map: one per (low 64 bits, tenant tag)
-  // of present digest-ended keys. For tests (a tenant's clear takes its own
+  // Entries of the event-hash digest map: one per (low 64 bits, tenant) of
+  // present digest-ended keys. For tests (a tenant's clear takes its own
   // away).
   size_t EventHashDigestEntries() const ABSL_LOCKS_EXCLUDED(tables_lock_) {
     ReaderLock lock(tables_lock_);

@@ -12,10 +12,15 @@
 // was chosen to share another's tag (one name in 256 does) could wipe the
 // other's keys by storing one key and clearing (an outside review of 1.4).
 // Counted by the tenant's whole seed, a clear of a tenant holding nothing
-// does nothing; one holding at most kListed keys has them removed by name,
-// as removals (no other tenant's key goes); only a tenant holding more is
-// walked by its tag, as before, and that walk costs the store's size once
-// per kListed keys the tenant stored.
+// does nothing, and one whose keys are listed has them removed by name, as
+// removals (no other tenant's key goes). A tenant is listed from its first
+// key until it holds more than kListed keys or kListedBytes of names; then
+// it stays unlisted until it holds nothing again (its names are gone), and
+// its clear walks its tag as before. So the wipe above now costs a tag-mate
+// kListed + 1 stores first (an outside review: store 1,025, remove all but
+// one, clear), and such a walk costs the store's size once per kListed
+// stores: bounded, not closed. Closing it needs more tenant bits in a
+// fingerprint than the public 8 (docs/index-semantics.md).
 //
 // The writer's only (Index, under apply_mu_). What may allocate comes
 // before the store (Prepare), as the event-hash digests' Add does, so an
@@ -43,10 +48,12 @@ namespace sci {
 
 class TenantKeys {
  public:
-  // A tenant holding more keys than this is cleared by a walk of its tag.
-  // Listed names cost about 150 bytes a key (a string and a node), only in
-  // tenants this small: at most 150 kB a tenant.
+  // A tenant holding more keys than this, or names of more bytes, is no
+  // longer listed. A listed name costs its bytes and about 60 more (a
+  // string and a node): at most about 200 kB a tenant, whatever its keys'
+  // length (keys may be 64 KiB each).
   static constexpr uint64_t kListed = 1024;
+  static constexpr uint64_t kListedBytes = 128 * 1024;
 
   struct NameHash {
     using is_transparent = void;  // found by a string_view, no copy
@@ -66,21 +73,23 @@ class TenantKeys {
     Record* record = Find(tenant_seed);
     if (record == nullptr) record = &records_.try_emplace(tenant_seed).first->second;  // may throw: nothing changed
     if (!record->listed || record->count >= kListed) return;  // Came unlists it past kListed
+    if (record->bytes + key.size() > kListedBytes) {
+      Unlist(*record);  // (a store that then fails leaves it unlisted: only a walk more)
+      return;
+    }
     try {
       record->names.emplace(key);
     } catch (const std::bad_alloc&) {
       Unprepare(tenant_seed, key);  // the record, if made for this key
       throw;
     }
+    record->bytes += key.size();
   }
   void Unprepare(uint64_t tenant_seed, std::string_view key) noexcept {
     const auto it = records_.find(tenant_seed);
     if (it == records_.end()) return;
     Record& record = it->second;
-    if (record.listed) {
-      const auto name = record.names.find(key);
-      if (name != record.names.end()) record.names.erase(name);
-    }
+    if (record.listed) ForgetName(record, key);
     if (record.count == 0 && record.names.empty()) Erase(it);
   }
   // The key made present after Prepare (Came), or a key of the tenant gone
@@ -89,20 +98,17 @@ class TenantKeys {
     Record* record = Find(tenant_seed);
     SCI_DCHECK(record != nullptr, "a store is prepared before it comes");
     if (record == nullptr) return;
-    if (++record->count > kListed && record->listed) {
-      record->listed = false;
-      record->names = Names{};  // its memory goes back
-    }
+    if (++record->count > kListed && record->listed) Unlist(*record);
   }
   void Went(uint64_t tenant_seed, std::string_view key) noexcept {
     const auto it = records_.find(tenant_seed);
     if (it == records_.end() || it->second.count == 0) return;  // (a walk of its tag forgot it first)
     Record& record = it->second;
-    if (record.listed) {
-      const auto name = record.names.find(key);
-      if (name != record.names.end()) record.names.erase(name);
+    if (--record.count == 0) {
+      Erase(it);
+      return;
     }
-    if (--record.count == 0) Erase(it);
+    if (record.listed) ForgetName(record, key);
   }
 
   // What a clear of the tenant whose seed is `tenant_seed` must do: nothing
@@ -114,6 +120,7 @@ class TenantKeys {
     if (record == nullptr) return ClearBy::kNothing;
     if (!record->listed) return ClearBy::kTagWalk;
     *names = std::exchange(record->names, Names{});  // an empty set allocates nothing
+    record->bytes = 0;
     return ClearBy::kNames;
   }
   // Whether the tenant holds a key.
@@ -143,6 +150,9 @@ class TenantKeys {
         return sci::StrFormat("a listed tenant counts %d keys and lists %d", record.count, record.names.size());
       }
       if (record.listed && record.count > kListed) return "a tenant listed past kListed keys";
+      uint64_t bytes = 0;
+      for (const std::string& name : record.names) bytes += name.size();
+      if (bytes != record.bytes || bytes > kListedBytes) return "a listed tenant's name bytes are miscounted or past kListedBytes";
       sum += record.count;
     }
     if (sum != present_keys) return sci::StrFormat("%d keys counted by tenant, %d present", sum, present_keys);
@@ -153,7 +163,8 @@ class TenantKeys {
  private:
   struct Record {
     uint64_t count = 0;   // present keys
-    bool listed = true;   // `names` holds them all (count <= kListed)
+    uint64_t bytes = 0;   // of `names`
+    bool listed = true;   // `names` holds them all (count <= kListed, bytes <= kListedBytes)
     Names names;
   };
 
@@ -166,6 +177,26 @@ class TenantKeys {
     last_seed_ = tenant_seed;
     last_ = &it->second;
     return last_;
+  }
+  static void Unlist(Record& record) noexcept {
+    record.listed = false;
+    record.names = Names{};  // its memory goes back
+    record.bytes = 0;
+  }
+  // A listed name goes. A set much emptier than its buckets is shrunk (a
+  // tenant that stored 1,024 keys and kept one held 8 kB of buckets, an
+  // outside review found); if that cannot allocate, it stays as it is.
+  static void ForgetName(Record& record, std::string_view key) noexcept {
+    const auto name = record.names.find(key);
+    if (name == record.names.end()) return;
+    record.bytes -= name->size();
+    record.names.erase(name);
+    if (record.names.bucket_count() > 64 && record.names.size() * 8 < record.names.bucket_count()) {
+      try {
+        record.names.rehash(0);
+      } catch (const std::bad_alloc&) {
+      }
+    }
   }
   template <typename Iterator>
   void Erase(Iterator it) noexcept {

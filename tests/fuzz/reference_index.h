@@ -115,7 +115,9 @@ class ReferenceIndex {
   }
   // A snapshot's key: the default tenant, media unknown.
   void LoadKey(const std::string& key) {
+    const bool came = present_.count({"default", key}) == 0;
     present_[{"default", key}] = 0;
+    if (came) NoteListing("default");
     NoteDigests();
   }
   void Reveal() { concealed_ = false; }
@@ -238,16 +240,16 @@ class ReferenceIndex {
       return;
     }
     if (e.kind == Kind::kTenantCleared) {
-      // Its waiting stores by name; its keys by name while it holds few,
-      // else every key of its tag.
+      // Its waiting stores by name; its keys by name while it is listed
+      // (it has not held more than kListed keys or kListedBytes of names
+      // since it last held none), else every key of its tag.
       const std::string tenant = Tenant(e.tenant);
       std::erase_if(deferred_, [&](const auto& d) { return d.first.first == tenant; });
-      const size_t holds = static_cast<size_t>(
-          std::count_if(present_.begin(), present_.end(), [&](const auto& p) { return p.first.first == tenant; }));
+      const bool by_tag = unlisted_.count(tenant) > 0;
       const uint32_t tag = TenantTag(TenantSeed(tenant));
-      std::erase_if(present_, [&](const auto& p) {
-        return holds <= TenantKeys::kListed ? p.first.first == tenant : TenantTag(TenantSeed(p.first.first)) == tag;
-      });
+      const auto cleared = [&](const std::string& t) { return by_tag ? TenantTag(TenantSeed(t)) == tag : t == tenant; };
+      std::erase_if(present_, [&](const auto& p) { return cleared(p.first.first); });
+      std::erase_if(unlisted_, cleared);
       return;
     }
     if (e.key.empty() || e.key.size() > kMaxObjectKeyBytes) return;  // ignored
@@ -258,6 +260,7 @@ class ReferenceIndex {
       // A known medium joins the key's known media; otherwise the store's
       // medium (known or not) is all that is known.
       present_[k] = bit != 0 && held != present_.end() && held->second != 0 ? held->second | bit : bit;
+      if (held == present_.end()) NoteListing(k.first);
       return;
     }
     deferred_.erase(k);  // a removal drops a waiting store, whatever its medium
@@ -266,11 +269,29 @@ class ReferenceIndex {
       held->second &= ~bit;  // still on another medium
     } else {
       present_.erase(held);
+      if (Holds(k.first) == 0) unlisted_.erase(k.first);  // counted afresh
     }
+  }
+
+  // The keys `tenant` holds, and their bytes.
+  size_t Holds(const std::string& tenant, size_t* bytes = nullptr) const {
+    size_t n = 0;
+    for (const auto& [k, media] : present_) {
+      if (k.first != tenant) continue;
+      ++n;
+      if (bytes != nullptr) *bytes += k.second.size();
+    }
+    return n;
+  }
+  // A key of `tenant` came: past either bound it is unlisted (index/tenant_keys.h).
+  void NoteListing(const std::string& tenant) {
+    size_t bytes = 0;
+    if (Holds(tenant, &bytes) > TenantKeys::kListed || bytes > TenantKeys::kListedBytes) unlisted_.insert(tenant);
   }
 
   void ClearAll() {
     present_.clear();
+    unlisted_.clear();
     deferred_.clear();
     cursor_ = Cursor{};
     NoteDigests();
@@ -278,6 +299,7 @@ class ReferenceIndex {
 
   const Residency residency_;
   std::map<TenantKey, uint32_t> present_;  // -> media bits (0: unknown)
+  std::set<std::string> unlisted_;  // tenants whose clear goes by tag
   std::vector<std::string> medium_names_ = {"cpu", "disk"};  // the tier map's, numbered first
   std::map<TenantKey, Event> deferred_;
   using DigestsAt = std::pair<std::string, uint64_t>;  // (tenant, event hash)
