@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/log.h"
@@ -225,7 +226,8 @@ TEST(TenantClears, AListedTenantThatShrinksGivesItsBucketsBack) {
 // per clear: 33 ms with 200k stores of others waiting, an outside review).
 TEST(TenantClears, AClearDuringADeferralDropsOnlyItsTenantsWaitingStores) {
   DeferredStores deferred;
-  const auto stored = [](const std::string& tenant, const std::string& key) {
+  // Views of literals and of `keys`: an Event holds views, never copies.
+  const auto stored = [](std::string_view tenant, std::string_view key) {
     return Event{EventKind::kStored, key, {}, tenant, "cpu"};
   };
   const std::vector<std::string> keys = {"k1", "k2", "k3"};
