@@ -230,9 +230,9 @@ void Subscriber::Loop::Serve() {
     // Before sleeping: the sleep must end in time for a warning that is due.
     stuck_.Update(Clock::now(), StateForReport(), endpoint_for_logs_);
     zmq_pollitem_t items[] = {{nullptr, wake_.fd(), ZMQ_POLLIN, 0},
-                              {data_.handle(), 0, ZMQ_POLLIN, 0},
-                              {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
-    const int n_items = data_.handle() != nullptr ? 3 : 1;
+                              {socket_.data().handle(), 0, ZMQ_POLLIN, 0},
+                              {socket_.monitor().handle(), 0, ZMQ_POLLIN, 0}};
+    const int n_items = socket_.open() ? 3 : 1;
     const Clock::time_point before_sleep = Clock::now();
     const long timeout_ms = tail_watch_.PollTimeoutMs(resync_.PollTimeoutMs(PollTimeoutMs(), before_sleep),
                                                       before_sleep, WatchingTail(), last_message_at_);
@@ -246,7 +246,7 @@ void Subscriber::Loop::Serve() {
       TakeRetarget();
       PollResync();
     }
-    if (n_items == 3 && data_.handle() != nullptr) {
+    if (n_items == 3 && socket_.open()) {
       // Monitor first: the handshake event of a connection is emitted
       // before any of its messages, so a message is never judged against a
       // stale idea of the connection.
@@ -285,19 +285,21 @@ bool Subscriber::Loop::OpenSocket(const std::string& endpoint, SubscriberError* 
   data.set(zmq::sockopt::subscribe, options_.topic);
   // The monitor must exist before the connect, or the first handshake
   // could go unseen.
+  monitor.set(zmq::sockopt::linger, 0);
   ++sockets_opened_;
   if (zmq_socket_monitor(data.handle(), monitor_endpoint.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
-  monitor.set(zmq::sockopt::linger, 0);
-  monitor.connect(monitor_endpoint);
-  if (zmq_connect(data.handle(), endpoint.c_str()) != 0) {
+  MonitoredSocket next(std::move(data), std::move(monitor));
+  next.monitor().connect(monitor_endpoint);
+  if (zmq_connect(next.data().handle(), endpoint.c_str()) != 0) {
     const int err = zmq_errno();
     *code = IsEndpointError(err) ? SubscriberError::kInvalidArgument : SubscriberError::kIo;
     *error = sci::StrFormat("endpoint \"%s\": ZeroMQ cannot connect to it (%s)", absl::CHexEscape(endpoint),
                              zmq_strerror(err));
     return false;
   }
-  data_ = std::move(data);  // closes the old socket (linger 0): its queued messages go with it
-  monitor_ = std::move(monitor);
+  // Closes the old socket (linger 0: its queued messages go with it), its
+  // monitor stopped first (monitored_socket.h says why).
+  socket_ = std::move(next);
   endpoint_for_logs_ = std::move(for_logs);
   return true;
 }
@@ -374,7 +376,7 @@ void Subscriber::Loop::CompleteRetarget(uint64_t ticket, SubscriberError code, s
 }
 
 void Subscriber::Loop::PollResync() {
-  if (resync_.ReplayDue(Clock::now()) && data_.handle() != nullptr && !reopen_pending_) {
+  if (resync_.ReplayDue(Clock::now()) && socket_.open() && !reopen_pending_) {
     // The monitor first, as in Serve: a disconnect already reported must
     // not let a quick reconnect's messages join the buffer being replayed.
     DrainMonitor();
@@ -417,7 +419,7 @@ long Subscriber::Loop::PollTimeoutMs() const {
 
 SubscriberState Subscriber::Loop::StateForReport() const {
   SubscriberState state;
-  state.has_endpoint = data_.handle() != nullptr;
+  state.has_endpoint = socket_.open();
   state.connected = trust_.connected();
   state.resync_waiting = resync_.waiting_for_first_message();
   return state;
@@ -426,7 +428,7 @@ SubscriberState Subscriber::Loop::StateForReport() const {
 void Subscriber::Loop::DrainMonitor() {
   while (true) {
     zmq::message_t event;
-    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    if (!socket_.monitor().recv(event, zmq::recv_flags::dontwait)) return;
     // The endpoint frame, kept as received: an event taken off the monitor
     // is acted on without allocating first, or it would be lost to a
     // failed allocation (a connection never marked up, or never down).
@@ -434,7 +436,7 @@ void Subscriber::Loop::DrainMonitor() {
     bool more = event.more();
     for (bool first = true; more; first = false) {  // (and anything a future libzmq adds)
       zmq::message_t part;
-      (void)monitor_.recv(part);
+      (void)socket_.monitor().recv(part);
       more = part.more();
       if (first) endpoint = std::move(part);
     }
@@ -460,14 +462,14 @@ void Subscriber::Loop::DrainData(int limit) {
 
 size_t Subscriber::Loop::ReceiveMessage() {
   if (frames_.empty()) frames_.emplace_back();
-  if (!data_.recv(frames_[0], zmq::recv_flags::dontwait)) return 0;
+  if (!socket_.data().recv(frames_[0], zmq::recv_flags::dontwait)) return 0;
   size_t kept = 1;
   bool more = frames_[0].more();
   while (more) {
     // The parts of a message arrive together: this never blocks.
     if (kept == frames_.size() && kept <= kMaxKeptFrames) frames_.emplace_back();
     zmq::message_t& part = frames_[std::min(kept, kMaxKeptFrames)];
-    (void)data_.recv(part);
+    (void)socket_.data().recv(part);
     kept = std::min(kept + 1, kMaxKeptFrames + 1);
     more = part.more();
   }

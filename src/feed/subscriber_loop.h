@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "feed/leader_follower.h"
+#include "feed/monitored_socket.h"
 #include "feed/resync.h"
 #include "feed/stream_trust.h"
 #include "feed/stuck_report.h"
@@ -189,8 +190,7 @@ class Subscriber::Loop {
   WakeSignal wake_;
   // Declared before the sockets: destroyed after them, once they are closed.
   zmq::context_t context_;
-  zmq::socket_t data_;     // null until the first endpoint is known
-  zmq::socket_t monitor_;
+  MonitoredSocket socket_;  // closed until the first endpoint is known
   int sockets_opened_ = 0;
   Resync resync_;  // after wake_ and the index: stops its download first when destroyed
   TailWatch tail_watch_;  // likewise: cancels a status read in flight
