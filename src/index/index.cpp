@@ -330,16 +330,17 @@ void Index::StoreKey(const KeyName& key, MediaSet medium) {
   // First, as they may fail to allocate: then nothing has changed.
   if (is_new) tenant_keys_.Prepare(key.tenant_seed, key.object_key);
   SlotChange change;
+  bool digest_added = false;
   try {
-    if (is_new && key.digest_ended) event_digests_.Add(key.digest, key.tenant_seed);
-    try {
-      change = store_.Store(key.tenant_seed, key.object_key, key.place, medium);
-    } catch (const std::bad_alloc&) {
-      if (is_new && key.digest_ended) event_digests_.Remove(key.digest, key.tenant_seed);  // never allocates
-      throw;
+    if (is_new && key.digest_ended) {
+      event_digests_.Add(key.digest, key.tenant_seed);
+      digest_added = true;
     }
+    change = store_.Store(key.tenant_seed, key.object_key, key.place, medium);
   } catch (const std::bad_alloc&) {
-    if (is_new) tenant_keys_.Unprepare(key.tenant_seed, key.object_key);  // never allocates
+    // Undone in the reverse order; neither undo allocates.
+    if (digest_added) event_digests_.Remove(key.digest, key.tenant_seed);
+    if (is_new) tenant_keys_.Unprepare(key.tenant_seed, key.object_key);
     throw;
   }
   SCI_DCHECK(change.present && change.was_present == !is_new, "a store leaves its key present; Has() told the truth");
