@@ -12,12 +12,14 @@
 // reopened on a disconnect; the restarted publisher never saw a
 // subscription). The cure is to stop the monitor (zmq_socket_monitor with
 // no endpoint, which takes the monitor's lock, so no event is mid-send
-// once it returns) before either socket is closed.
+// once it returns: the reader's queue is unbounded, so no send waits for
+// room) before either socket is closed.
 // Test: tests/monitored_socket_test.cpp.
 #pragma once
 
 #include <zmq.h>
 
+#include <string>
 #include <utility>
 
 #include <zmq.hpp>
@@ -27,9 +29,23 @@ namespace sci {
 class MonitoredSocket {
  public:
   MonitoredSocket() = default;
-  // `data` already monitored (zmq_socket_monitor), `reader` connected to
-  // its monitor endpoint.
-  MonitoredSocket(zmq::socket_t data, zmq::socket_t reader) : data_(std::move(data)), reader_(std::move(reader)) {}
+  // Monitors `data` (not yet connected: an event before the reader is
+  // there would block) for `events` at `endpoint` (an inproc name no other
+  // socket of the context uses) and connects a reader of the events. The
+  // reader's queue has no bound: with one, 2,000 events the caller has not
+  // read block the I/O thread in its send while it holds the monitor's
+  // lock, and Close() would wait for that lock for ever. Throws
+  // zmq::error_t.
+  static MonitoredSocket Monitor(zmq::context_t& context, zmq::socket_t data, const std::string& endpoint,
+                                 int events) {
+    zmq::socket_t reader(context, zmq::socket_type::pair);
+    reader.set(zmq::sockopt::linger, 0);
+    reader.set(zmq::sockopt::rcvhwm, 0);
+    if (zmq_socket_monitor(data.handle(), endpoint.c_str(), events) != 0) throw zmq::error_t();
+    MonitoredSocket socket(std::move(data), std::move(reader));
+    socket.reader_.connect(endpoint);
+    return socket;
+  }
   ~MonitoredSocket() { Close(); }
   MonitoredSocket(MonitoredSocket&& other) noexcept = default;
   MonitoredSocket& operator=(MonitoredSocket&& other) noexcept {
@@ -43,8 +59,8 @@ class MonitoredSocket {
   MonitoredSocket(const MonitoredSocket&) = delete;
   MonitoredSocket& operator=(const MonitoredSocket&) = delete;
 
-  // The monitor stopped first, then the socket, then the reader. Queued
-  // messages and events are dropped (the sockets linger 0).
+  // The monitor stopped first, then the socket, then the reader (which
+  // lingers 0: its unread events are dropped).
   void Close() noexcept {
     if (data_.handle() != nullptr) {
       (void)zmq_socket_monitor(data_.handle(), nullptr, 0);  // fails only once the context is ending
@@ -58,6 +74,8 @@ class MonitoredSocket {
   bool open() const { return data_.handle() != nullptr; }
 
  private:
+  MonitoredSocket(zmq::socket_t data, zmq::socket_t reader) : data_(std::move(data)), reader_(std::move(reader)) {}
+
   zmq::socket_t data_;
   zmq::socket_t reader_;
 };

@@ -272,7 +272,6 @@ bool Subscriber::Loop::OpenSocket(const std::string& endpoint, SubscriberError* 
   std::string for_logs = absl::CHexEscape(endpoint);
   const std::string monitor_endpoint = sci::StrFormat(kMonitorEndpointFormat, sockets_opened_ + 1);
   zmq::socket_t data(context_, zmq::socket_type::sub);
-  zmq::socket_t monitor(context_, zmq::socket_type::pair);
   const int heartbeat_ms = HeartbeatIntervalMs(options_.stale_after_ms);
   data.set(zmq::sockopt::linger, 0);
   data.set(zmq::sockopt::rcvhwm, options_.receive_hwm);
@@ -285,11 +284,8 @@ bool Subscriber::Loop::OpenSocket(const std::string& endpoint, SubscriberError* 
   data.set(zmq::sockopt::subscribe, options_.topic);
   // The monitor must exist before the connect, or the first handshake
   // could go unseen.
-  monitor.set(zmq::sockopt::linger, 0);
   ++sockets_opened_;
-  if (zmq_socket_monitor(data.handle(), monitor_endpoint.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
-  MonitoredSocket next(std::move(data), std::move(monitor));
-  next.monitor().connect(monitor_endpoint);
+  MonitoredSocket next = MonitoredSocket::Monitor(context_, std::move(data), monitor_endpoint, kMonitoredEvents);
   if (zmq_connect(next.data().handle(), endpoint.c_str()) != 0) {
     const int err = zmq_errno();
     *code = IsEndpointError(err) ? SubscriberError::kInvalidArgument : SubscriberError::kIo;

@@ -191,7 +191,7 @@ class Subscriber::Loop {
   // Declared before the sockets: destroyed after them, once they are closed.
   zmq::context_t context_;
   MonitoredSocket socket_;  // closed until the first endpoint is known
-  int sockets_opened_ = 0;
+  uint64_t sockets_opened_ = 0;  // names each socket's monitor endpoint
   Resync resync_;  // after wake_ and the index: stops its download first when destroyed
   TailWatch tail_watch_;  // likewise: cancels a status read in flight
   Clock::time_point last_message_at_{};  // any message received (the stream's quiet, for tail_watch_)

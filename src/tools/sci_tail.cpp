@@ -17,6 +17,7 @@
 #include "command_line.h"
 #include "encode/mooncake_payload_reader.h"
 #include "feed/endpoint_syntax.h"
+#include "feed/monitored_socket.h"
 #include "index/index.h"
 #include "sglang/layout.h"
 #include "vllm/layout.h"
@@ -192,24 +193,23 @@ class Tail {
         connect_timeout_ms_(connect_timeout_ms),
         reconnect_ms_(reconnect_ms),
         index_(index_options),
-        context_(1),
-        socket_(context_, zmq::socket_type::sub),
-        monitor_(context_, zmq::socket_type::pair) {
+        context_(1) {
   }
 
   bool Connect(std::string* error) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::rcvhwm, 1 << 20);
-    socket_.set(zmq::sockopt::reconnect_ivl, reconnect_ms_);
-    socket_.set(zmq::sockopt::subscribe, topic_);
-    if (zmq_socket_monitor(socket_.handle(), "inproc://sci-tail-monitor",
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
-      *error = absl::StrFormat("cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
+    zmq::socket_t data(context_, zmq::socket_type::sub);
+    data.set(zmq::sockopt::linger, 0);
+    data.set(zmq::sockopt::rcvhwm, 1 << 20);
+    data.set(zmq::sockopt::reconnect_ivl, reconnect_ms_);
+    data.set(zmq::sockopt::subscribe, topic_);
+    try {
+      socket_ = MonitoredSocket::Monitor(context_, std::move(data), "inproc://sci-tail-monitor",
+                                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+    } catch (const zmq::error_t& e) {
+      *error = absl::StrFormat("cannot monitor the socket: %s", e.what());
       return false;
     }
-    monitor_.set(zmq::sockopt::linger, 0);
-    monitor_.connect("inproc://sci-tail-monitor");
-    if (zmq_connect(socket_.handle(), endpoint_.c_str()) != 0) {
+    if (zmq_connect(socket_.data().handle(), endpoint_.c_str()) != 0) {
       *error = absl::StrFormat("cannot connect to \"%s\": %s", endpoint_, zmq_strerror(zmq_errno()));
       return false;
     }
@@ -235,8 +235,8 @@ class Tail {
         if (left <= Clock::duration::zero()) return;
         timeout = static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
       }
-      zmq_pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                                {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+      zmq_pollitem_t items[] = {{socket_.data().handle(), 0, ZMQ_POLLIN, 0},
+                                {socket_.monitor().handle(), 0, ZMQ_POLLIN, 0},
                                 {nullptr, StopSignal::fd(), ZMQ_POLLIN, 0}};
       if (zmq_poll(items, 3, timeout) < 0) {
         if (zmq_errno() == EINTR) continue;
@@ -269,12 +269,12 @@ class Tail {
   bool ReceiveOne() {
     std::vector<zmq::message_t> frames;
     zmq::message_t first;
-    if (!socket_.recv(first, zmq::recv_flags::dontwait)) return false;
+    if (!socket_.data().recv(first, zmq::recv_flags::dontwait)) return false;
     bool more = first.more();
     frames.push_back(std::move(first));
     while (more) {
       zmq::message_t part;
-      (void)socket_.recv(part);
+      (void)socket_.data().recv(part);
       more = part.more();
       frames.push_back(std::move(part));
     }
@@ -303,11 +303,11 @@ class Tail {
   void DrainMonitor() {
     while (true) {
       zmq::message_t event;
-      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (!socket_.monitor().recv(event, zmq::recv_flags::dontwait)) return;
       bool more = event.more();
       while (more) {
         zmq::message_t part;
-        (void)monitor_.recv(part);
+        (void)socket_.monitor().recv(part);
         more = part.more();
       }
       if (event.size() < sizeof(uint16_t)) continue;
@@ -336,8 +336,7 @@ class Tail {
   uint64_t received_ = 0;
   bool stdout_ok_ = true;
   zmq::context_t context_;
-  zmq::socket_t socket_;
-  zmq::socket_t monitor_;
+  MonitoredSocket socket_;  // closed in the order that cannot wedge the context (monitored_socket.h)
 };
 
 // Follow mode's flags as the library's subscriber options; false with
