@@ -220,7 +220,10 @@ class PresenceModel {
       } else if (e.kind == EventKind::kStored || e.kind == EventKind::kRemoved) {
         if (e.object_key.empty() || e.object_key.size() > kMaxObjectKeyBytes) continue;
         if (withhold && e.kind == EventKind::kStored) continue;
-        const uint32_t bit = Bit(e.medium);
+        // A first-generation master's medium proves nothing (it evicts
+        // memory without an event): its stores leave the media unknown,
+        // and its name is not numbered.
+        const uint32_t bit = e.generation == PublisherGeneration::kFirst ? 0 : Bit(e.medium);
         for (size_t i = 0; i < keys_.size(); ++i) {
           if (f_.probe_keys[i].key != e.object_key ||
               TenantSeed(f_.probe_keys[i].tenant) != TenantSeed(e.tenant_id)) {
