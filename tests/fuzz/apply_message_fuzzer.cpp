@@ -15,7 +15,7 @@
 //     withhold nothing;
 //   - SCI_OK leaves exactly the fixture's keys present that a plain model
 //     of the rules says (gap, duplicate, early-gap withholding, stored,
-//     removed, all-cleared, tenant-cleared by tenant tag), under the
+//     removed, all-cleared, tenant-cleared by name), under the
 //     residency rule bit 3 of byte 0 picks (the frame count uses bits 0-2):
 //     the object rule, or the per-medium rule, whose media are numbered in
 //     order of first sight, 8 at most;
@@ -213,10 +213,12 @@ class PresenceModel {
       if (e.kind == EventKind::kAllCleared) {
         ClearIf([](size_t) { return true; });
       } else if (e.kind == EventKind::kTenantCleared) {
-        // The index clears by tenant tag: another tenant with the same
-        // tag goes too (a miss, never a false hit).
-        const uint32_t tag = TenantTag(TenantSeed(e.tenant_id));
-        ClearIf([&](size_t i) { return TenantTag(TenantSeed(f_.probe_keys[i].tenant)) == tag; });
+        // The tenant's own keys go, by name (I54): one message holds at
+        // most 64 KiB, so no tenant here passes the listed bounds (1,024
+        // keys, 128 KiB of names) that would make the index walk its tag.
+        // A tenant sharing its tag keeps its keys.
+        const uint64_t seed = TenantSeed(e.tenant_id);
+        ClearIf([&](size_t i) { return TenantSeed(f_.probe_keys[i].tenant) == seed; });
       } else if (e.kind == EventKind::kStored || e.kind == EventKind::kRemoved) {
         if (e.object_key.empty() || e.object_key.size() > kMaxObjectKeyBytes) continue;
         if (withhold && e.kind == EventKind::kStored) continue;
