@@ -23,6 +23,7 @@
 
 #include "feed/subscriber.h"
 #include "index/index.h"
+#include "loopback_listener.h"
 #include "wait_for.h"
 
 namespace sci {
@@ -35,17 +36,11 @@ using Clock = std::chrono::steady_clock;
 class SilentListener {
  public:
   SilentListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd_, 8) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    fd_ = testing::ListenOnLoopback(8, &port_);
+    if (fd_ < 0) {
       ADD_FAILURE() << "cannot listen on loopback";
       return;
     }
-    port_ = ntohs(address.sin_port);
     thread_ = std::thread([this] { Run(); });
   }
   ~SilentListener() {

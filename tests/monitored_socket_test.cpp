@@ -35,6 +35,7 @@
 #include <zmq.hpp>
 
 #include "feed/monitored_socket.h"
+#include "loopback_listener.h"
 #include "loopback_publisher.h"
 
 namespace sci {
@@ -138,17 +139,11 @@ TEST(MonitoredSocket, AssigningOverAnOpenSocketClosesItInTheSameOrder) {
 class ClosingListener {
  public:
   ClosingListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd_, 128) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    fd_ = testing::ListenOnLoopback(128, &port_);
+    if (fd_ < 0) {
       ADD_FAILURE() << "cannot listen on loopback";
       return;
     }
-    port_ = ntohs(address.sin_port);
     thread_ = std::thread([this] {
       while (!stop_) {
         pollfd listening{fd_, POLLIN, 0};
