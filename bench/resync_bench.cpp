@@ -5,6 +5,10 @@
 // replays what it buffered meanwhile and catches up.
 //
 //   resync/keys:<n>/live_events_per_s:<r>
+//   load_keys/keys:1m/{tp8_pages,one_key_a_page}: Index::LoadKeys alone, of
+//                  the same snapshot lines already in memory (4,096 a call,
+//                  as the parser hands them over), into a fresh index: the
+//                  load's share of a resync, without download and parse
 //
 // Reported:
 //   keys_per_s     snapshot keys / (snapshot request received -> resync done:
@@ -439,6 +443,32 @@ BENCHMARK_CAPTURE(BM_Blip, resync_small, 10000, ReconnectPolicy::kResync)
     ->Name("blip/keys:10k/policy:resync")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Blip, event_ids_small, 10000, ReconnectPolicy::kTrustEventIds)
     ->Name("blip/keys:10k/policy:event_ids")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_LoadKeys(benchmark::State& state, uint64_t keys, uint64_t keys_per_page) {
+  g_keys_per_page = keys_per_page;
+  std::vector<std::string> lines;
+  lines.reserve(keys);
+  for (uint64_t i = 0; i < keys; ++i) lines.push_back(SnapshotLine(i));
+  std::vector<std::string_view> views;
+  views.reserve(keys);
+  for (const std::string& l : lines) views.emplace_back(l.data(), l.size() - 1);  // without the '\n'
+  for (auto _ : state) {
+    Index index(IndexOptions{.max_entries = 2 * keys});
+    const auto started = Clock::now();
+    for (size_t i = 0; i < views.size(); i += 4096) {
+      index.LoadKeys(std::span(views).subspan(i, std::min<size_t>(4096, views.size() - i)));
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    state.SetIterationTime(seconds);
+    state.counters["keys_per_s"] = static_cast<double>(keys) / seconds;
+    if (index.GetStats().keys != keys) state.SkipWithError("not every key was loaded");
+  }
+}
+
+BENCHMARK_CAPTURE(BM_LoadKeys, tp8, 1000000, 16)
+    ->Name("load_keys/keys:1m/tp8_pages")->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LoadKeys, one_key_a_page, 1000000, 1)
+    ->Name("load_keys/keys:1m/one_key_a_page")->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_Resync, 1m, 1000000, 100000.0)
     ->Name("resync/keys:1m/live_events_per_s:100k")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);

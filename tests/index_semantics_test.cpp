@@ -309,5 +309,42 @@ TEST_F(IndexSemantics, KeysPastTheLastSlotNumberAreStoredWholeCountedAndWarnedOn
   EXPECT_EQ(log.Count(LogLevel::kWarn, "slot numbers are taken"), 1u);
 }
 
+// Index::LoadKeys names keys ahead of their stores (to prefetch their
+// lines). A key named before an earlier key of the same call numbered its
+// slot must still be found where it now is: a snapshot repeating a key (a
+// publisher listing a key twice, or a store racing its listing) counts it
+// once, and the store stays consistent.
+TEST_F(IndexSemantics, ASnapshotKeyNamedBeforeItsSlotWasNumberedIsStoredOnce) {
+  const std::string a(64, 'a'), b(64, 'b');
+  // Slots "_0_k" and "x_" are new when the call starts; every key is
+  // within the naming distance of its earlier copy.
+  const std::vector<std::string> keys = {a + "_0_k", b + "_0_k", a + "_0_k", "x_" + a, "x_" + a, b + "_0_k"};
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  index_.LoadKeys(views);
+  EXPECT_EQ(stats().keys, 3u);
+  for (const std::string& k : keys) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_EQ(index_.Inconsistency(), "");
+  // Each key removed once is gone: none was left behind as a second copy.
+  Apply(1, {Removed(keys[0]), Removed(keys[1]), Removed(keys[3])});
+  EXPECT_EQ(stats().keys, 0u);
+  for (const std::string& k : keys) EXPECT_FALSE(Has(k)) << k;
+  EXPECT_EQ(index_.Inconsistency(), "");
+}
+
+// Past the last slot number, snapshot keys are stored whole, each once.
+TEST_F(IndexSemantics, SnapshotKeysPastTheLastSlotNumberAreStoredWholeOnce) {
+  const std::string digest(64, 'c');
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < SlotNames::kCapacity + 20; ++i) keys.push_back("p" + std::to_string(i) + "_" + digest);
+  const size_t distinct = keys.size();
+  for (size_t i = 0; i < 20; ++i) keys.push_back(keys[distinct - 1 - i]);  // the whole ones again
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  index_.LoadKeys(views);
+  EXPECT_EQ(stats().keys, distinct);
+  EXPECT_EQ(stats().stores_past_slot_capacity, 20u);
+  for (const std::string& k : keys) ASSERT_TRUE(Has(k)) << k;
+  EXPECT_EQ(index_.Inconsistency(), "");
+}
+
 }  // namespace
 }  // namespace sci
