@@ -195,18 +195,24 @@ void Index::LoadKeys(std::span<const std::string_view> keys) {
   // a snapshot of one key a page touches a new entry with every key.
   constexpr size_t kNamedAhead = 16;
   std::array<KeyName, kNamedAhead> ahead;
-  const auto name = [&](std::string_view object_key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    KeyName named = NameKey(seed, object_key);
-    WriterStore().Prefetch(named.place);
-    return named;
+  std::array<uint32_t, kNamedAhead> numbered_then;  // slot numbers given when each was named
+  const auto name = [&](size_t at, std::string_view object_key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    ahead[at] = NameKey(seed, object_key);
+    numbered_then[at] = WriterStore().slot_names().size();
+    WriterStore().Prefetch(ahead[at].place);
   };
-  for (size_t i = 0; i < std::min(keys.size(), kNamedAhead); ++i) ahead[i] = name(keys[i]);
+  for (size_t i = 0; i < std::min(keys.size(), kNamedAhead); ++i) name(i, keys[i]);
   for (size_t i = 0; i < keys.size(); ++i) {
     KeyName key = ahead[i % kNamedAhead];
-    if (i + kNamedAhead < keys.size()) ahead[i % kNamedAhead] = name(keys[i + kNamedAhead]);
-    // Its slot may have been numbered since it was named (by a key before
-    // it): named again, it is found where it now is (I56).
-    if (key.place.past_slot_capacity) key = NameKey(seed, key.object_key);
+    const uint32_t numbers_when_named = numbered_then[i % kNamedAhead];
+    if (i + kNamedAhead < keys.size()) name(i % kNamedAhead, keys[i + kNamedAhead]);
+    // A key named with no slot number may have had its slot numbered since
+    // (by a key before it): located again, it is found where it now is
+    // (I56). Numbers are never taken back, so only a new number can move
+    // it; with none given since (every number taken, say), the name stands.
+    if (key.place.past_slot_capacity && numbers_when_named != WriterStore().slot_names().size()) {
+      key.place = WriterStore().Locate(seed, key.object_key);
+    }
     if (HasRoom()) WriterStore().MakeRoom(key.place, tables_lock_);
     {
       WriterLock lock(tables_lock_);
