@@ -17,6 +17,10 @@
 //       page query does. The ratio is the target's.
 //   page_store/store/tp8/objects:10m/{page_store,per_object}   objects
 //       stored a second, into the store and into a per-object table.
+//   page_store/absent/pages:1m/load:0.75/{fresh,churn:10x/renewed,churn:10x/never_renewed}
+//       lookups of pages nobody stored in a page table of 1M entries,
+//       fresh, and after ten times its size of erase-then-insert pairs,
+//       renewed when worn (as the index does) or never (I57).
 //   page_store/contains/tp8/objects:{1m,100m}   ObjectStore::Contains of
 //       random present keys (a whole call: shape, slot, page key, lookup).
 #include <benchmark/benchmark.h>
@@ -224,6 +228,59 @@ void BM_PagePlan(benchmark::State& state) {
 BENCHMARK(BM_PageEntry)->Name("page_store/lookup/tp8/pages:1m/page_entry");
 BENCHMARK(BM_PagePlan)->Name("page_store/lookup/tp8/pages:1m/plan_from_digest");
 BENCHMARK(BM_PerObject)->Name("page_store/lookup/tp8/pages:1m/per_object");
+
+// ---- absent pages, fresh and after churn (I57) ----
+
+// A page table of 1M random entries reserved at load 0.75, then `churn`
+// times its size of erase-then-insert pairs (a pool at its size), renewing
+// it whenever worn if `renew` (as ObjectStore::MakeRoom does), or never.
+struct AbsentFixture {
+  AbsentFixture(double churn, bool renew) {
+    constexpr size_t kPages = 1'000'000;
+    std::mt19937_64 rng(17);
+    table = table.Reserved(kPages);
+    std::vector<PackedFingerprint> keys;
+    for (size_t i = 0; i < kPages; ++i) {
+      keys.emplace_back(Fingerprint{rng(), rng()});
+      table.insert_absent(keys.back(), PageEntry{});
+    }
+    for (size_t step = 0; step < static_cast<size_t>(churn * kPages); ++step) {
+      const size_t victim = rng() % keys.size();
+      table.erase(table.find(keys[victim]));
+      keys[victim] = PackedFingerprint(Fingerprint{rng(), rng()});
+      if (renew && table.worn()) table = table.Renewed();
+      table.insert_absent(keys[victim], PageEntry{});
+    }
+    for (size_t i = 0; i < kPages; ++i) absent.emplace_back(Fingerprint{rng(), rng()});
+  }
+  PageStore::Table table;
+  std::vector<PackedFingerprint> absent;
+};
+
+// Lookups of pages nobody stored, eight prefetched then read, as a page
+// query does; buckets_read: lines a lookup reads on average.
+void BM_AbsentPages(benchmark::State& state, double churn, bool renew) {
+  static AbsentFixture* fixtures[3] = {};
+  AbsentFixture*& fixture = fixtures[churn == 0 ? 0 : renew ? 1 : 2];
+  if (fixture == nullptr) fixture = new AbsentFixture(churn, renew);
+  const AbsentFixture& f = *fixture;
+  size_t next = 0, found = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kAhead; ++i) f.table.prefetch(f.absent[(next + i) % f.absent.size()]);
+    for (size_t i = 0; i < kAhead; ++i) found += f.table.find(f.absent[(next + i) % f.absent.size()]) != nullptr;
+    next = (next + kAhead) % f.absent.size();
+  }
+  if (found != 0) state.SkipWithError("a page nobody stored was found");
+  size_t read = 0;
+  for (size_t i = 0; i < 100'000; ++i) read += f.table.buckets_read(f.absent[i]);
+  state.counters["buckets_read"] = static_cast<double>(read) / 100'000;
+  state.counters["load"] = static_cast<double>(f.table.size()) / static_cast<double>(2 * f.table.bucket_count());
+  state.counters["ns_per_page"] = benchmark::Counter(static_cast<double>(state.iterations() * kAhead),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK_CAPTURE(BM_AbsentPages, fresh, 0.0, true)->Name("page_store/absent/pages:1m/load:0.75/fresh");
+BENCHMARK_CAPTURE(BM_AbsentPages, renewed, 10.0, true)->Name("page_store/absent/pages:1m/load:0.75/churn:10x/renewed");
+BENCHMARK_CAPTURE(BM_AbsentPages, worn, 10.0, false)->Name("page_store/absent/pages:1m/load:0.75/churn:10x/never_renewed");
 
 // ---- writes: objects stored a second ----
 

@@ -393,5 +393,57 @@ TEST(PageStore, ATenantClearTakesEveryPageOfItsTag) {
   EXPECT_EQ(store.objects(), 1u);
 }
 
+// Counts the holds MakeRoom takes to swap a table in.
+struct CountingLock {
+  int holds = 0;
+  void Lock() { ++holds; }
+  void Unlock() {}
+};
+
+// A pool at its size: each store of a new page (or whole key) follows the
+// removal of an old one. ObjectStore::MakeRoom renews a table once its
+// erases pass half its keys (I57), at the same size, with every key kept;
+// without, the page table's lookups of absent pages walk further and
+// further (fingerprint_table_test measures by how much).
+TEST(ObjectStore, MakeRoomRenewsATableThatChurnHasWornAtTheSameSize) {
+  ObjectStore store;
+  CountingLock lock;
+  const uint64_t seed = TenantSeed("");
+  constexpr uint64_t kLive = 4000;
+  const auto page_key = [](uint64_t n) { return Hex(n) + "_0_k"; };
+  const auto whole_key = [](uint64_t n) { return "whole-" + std::to_string(n); };
+  const auto store_both = [&](uint64_t n) {
+    for (const std::string& key : {page_key(n), whole_key(n)}) {
+      const ObjectStore::Place place = store.Locate(seed, key);
+      store.MakeRoom(place, lock);
+      // The table this key goes to is never worn at its store.
+      ASSERT_FALSE(place.in_page ? store.pages().table().worn() : store.whole_table().worn()) << key;
+      store.Store(seed, key, place, 0);
+    }
+  };
+  for (uint64_t n = 0; n < kLive; ++n) store_both(n);
+  const size_t page_buckets = store.pages().table().bucket_count();
+  const size_t whole_buckets = store.whole_table().bucket_count();
+  const int holds_filled = lock.holds;
+  for (uint64_t n = kLive; n < 6 * kLive; ++n) {
+    ASSERT_TRUE(store.Remove(seed, page_key(n - kLive), 0));
+    ASSERT_TRUE(store.Remove(seed, whole_key(n - kLive), 0));
+    ASSERT_NO_FATAL_FAILURE(store_both(n));
+  }
+  // Renewed, not grown: the same sizes; 2 * 5 renewals at least (each
+  // after kLive / 2 erases of its table), each one hold.
+  EXPECT_EQ(store.pages().table().bucket_count(), page_buckets);
+  EXPECT_EQ(store.whole_table().bucket_count(), whole_buckets);
+  EXPECT_GE(lock.holds - holds_filled, 2 * 5 * 2);
+  EXPECT_LE(store.pages().table().erased_since_built(), kLive / 2);
+  EXPECT_EQ(store.Inconsistency(), "");
+  EXPECT_EQ(store.objects(), 2 * kLive);
+  for (uint64_t n = 5 * kLive; n < 6 * kLive; ++n) {
+    ASSERT_TRUE(store.Contains(seed, page_key(n)));
+    ASSERT_TRUE(store.Contains(seed, whole_key(n)));
+  }
+  EXPECT_FALSE(store.Contains(seed, page_key(5 * kLive - 1)));
+}
+
 }  // namespace
 }  // namespace sci

@@ -17,10 +17,14 @@
 // lives in its home bucket (a multiply-shift of its fingerprint's low half)
 // or, when that was full on insertion, in the next bucket with room
 // (linear probing over buckets). Each bucket counts how many keys passed it
-// on their way to a later bucket (F14's "outbound overflow"): a lookup stops
-// at the first bucket whose count is 0, so an absent key nearly always costs
-// its home bucket alone, with no tombstones: an erase just frees its entry
-// and decrements the counts it incremented.
+// on their way to a later bucket (F14's "outbound overflow"), and keeps a
+// byte of filter bits: each key that passed it set one bit, picked by three
+// bits of its fingerprint (PassBit). A lookup stops at the first bucket
+// that does not hold the key and whose filter lacks the key's bit: so an
+// absent key costs its home bucket alone unless a passing key shared its
+// bit, with no tombstones: an erase frees its entry and decrements the
+// counts it incremented, and a count back at 0 clears its filter (bits
+// cannot be taken back one key at a time: they are a superset until then).
 //
 // Not thread-safe: the index guards every table with its table lock.
 // Pointers to values stay valid until the next insertion (which may grow the
@@ -35,6 +39,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -98,6 +103,7 @@ class FingerprintTable {
     std::swap(buckets_, other.buckets_);
     std::swap(n_buckets_, other.n_buckets_);
     std::swap(size_, other.size_);
+    std::swap(erased_, other.erased_);
   }
 
   size_t size() const { return size_; }
@@ -126,7 +132,13 @@ class FingerprintTable {
       if (const uint32_t matches = bucket.Matches(key); matches != 0) {
         return &bucket.values[std::countr_zero(matches)];
       }
-      if (bucket.overflow == 0) return nullptr;
+      // An absent key's bit is set in a bucket with overflow (in a fresh
+      // table at load 0.55 to 0.8, 16% to 49% of 2-entry buckets) only if
+      // a key that passed shares it (1 in 8 each): without the filter, its
+      // walk to the next bucket, whose line nobody prefetched, made prompts
+      // nobody stored cost more than stored ones (bench/README.md). Stale
+      // bits and drift under churn are undone by renewal (worn()).
+      if ((bucket.passed & PassBit(key)) == 0) return nullptr;
       b = Next(b);
     }
     return nullptr;
@@ -150,6 +162,34 @@ class FingerprintTable {
 
   // Whether `entries` fit without a rebuild.
   bool holds(size_t entries) const { return entries <= MaxSize(); }
+
+  // Whether erases have worn the table: more keys erased since its array
+  // was built than half the keys it holds (and at least kWornErases). An
+  // erase moves nothing back, so under steady churn (a pool at its size,
+  // each eviction an erase and each store an insertion) keys drift away
+  // from their homes and filters keep the bits of keys long gone; an
+  // outside review measured, at load 0.75, 1.46 buckets read per absent
+  // lookup in a fresh table and 12 after ten tables' worth of churn (30
+  // before the filters). Renewed() undoes both; the index renews a worn
+  // table before a store (ObjectStore::MakeRoom), as it grows a full one.
+  bool worn() const { return erased_ >= kWornErases && erased_ > size_ / 2; }
+  size_t erased_since_built() const { return erased_; }
+
+  // A copy of the same size with every key placed afresh: built like
+  // Grown(), without changing this table.
+  FingerprintTable Renewed() const { return Rebuilt(n_buckets_); }
+
+  // The buckets a find of `key` reads (what a lookup costs in lines; for
+  // tests and benchmarks).
+  size_t buckets_read(const PackedFingerprint& key) const {
+    if (n_buckets_ == 0) return 0;
+    size_t b = Home(key), read = 1;
+    while (buckets_[b].Matches(key) == 0 && (buckets_[b].passed & PassBit(key)) != 0 && read < n_buckets_) {
+      b = Next(b);
+      ++read;
+    }
+    return read;
+  }
 
   // A copy sized for `entries` (at least its own), filled to kReservedLoad
   // when they are all in: built like Grown(), for a count known ahead (a
@@ -202,12 +242,14 @@ class FingerprintTable {
     const uint32_t i = static_cast<uint32_t>(value - bucket.values);
     // Undo the overflow counts its insertion made on the way from its home.
     for (size_t p = Home(bucket.keys[i]); p != b; p = Next(p)) {
-      if (buckets_[p].overflow != kSaturated) --buckets_[p].overflow;
+      Bucket& passed = buckets_[p];
+      if (passed.overflow != kSaturated && --passed.overflow == 0) passed.passed = 0;
     }
     bucket.occupied &= static_cast<uint8_t>(~(1u << i));
     bucket.keys[i] = PackedFingerprint{};
     bucket.values[i] = Value{};
     --size_;
+    ++erased_;
   }
 
   // Calls f(key, value) for every entry of buckets [first, last) (bucket
@@ -224,11 +266,45 @@ class FingerprintTable {
     }
   }
 
+  // What breaks the table's invariant (docs/architecture.md, I57), or ""
+  // when nothing does: each bucket's overflow count is the number of keys
+  // stored past it from a home at or before it (or saturated), and its
+  // filter has the PassBit of each of them (and is empty at a count of 0);
+  // the occupancy bits count size(). A walk of the whole table: for tests.
+  std::string Inconsistency() const {
+    std::unique_ptr<size_t[]> passes(new size_t[n_buckets_]());
+    std::unique_ptr<uint8_t[]> bits(new uint8_t[n_buckets_]());
+    size_t entries = 0;
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      for (uint32_t i = 0; i < kEntries; ++i) {
+        if (!buckets_[b].Occupied(i)) continue;
+        ++entries;
+        const PackedFingerprint& key = buckets_[b].keys[i];
+        for (size_t p = Home(key); p != b; p = Next(p)) {
+          ++passes[p];
+          bits[p] |= PassBit(key);
+        }
+      }
+    }
+    if (entries != size_) return "the occupied entries are not the table's size";
+    for (size_t b = 0; b < n_buckets_; ++b) {
+      const Bucket& bucket = buckets_[b];
+      if (bucket.overflow != kSaturated && bucket.overflow != passes[b]) return "an overflow count that is not the keys past it";
+      if ((bucket.passed & bits[b]) != bits[b]) return "a key past a bucket whose filter lacks its bit";
+      if (bucket.overflow == 0 && bucket.passed != 0) return "filter bits in a bucket nothing passed";
+      // A real saturation leaves bits (each pass set one, and a saturated
+      // filter is never emptied); without them the count wrapped below 0.
+      if (bucket.overflow == kSaturated && bucket.passed == 0) return "an overflow count below 0";
+    }
+    return "";
+  }
+
   // Forgets every entry and frees the bucket array.
   void clear() {
     buckets_.reset();
     n_buckets_ = 0;
     size_ = 0;
+    erased_ = 0;
   }
 
   // Calls f(key, value) for every entry.
@@ -252,9 +328,18 @@ class FingerprintTable {
   }
 
  private:
-  // Overflow counts saturate (then they are never decremented: a lookup
-  // walks on past the bucket until the next rebuild, still correct).
-  static constexpr uint32_t kSaturated = 0xFFFFFF;
+  // Overflow counts saturate (then they are never decremented, nor their
+  // filter cleared: a lookup walks on past the bucket as often as before,
+  // until the next rebuild; still correct). It takes 65,535 keys displaced
+  // past one bucket: a run of 32,768 full 2-entry buckets.
+  static constexpr uint32_t kSaturated = 0xFFFF;
+
+  // The filter bit a key sets in each bucket it passes (Place) and a lookup
+  // tests: three bits of the fingerprint's low half that placing it barely
+  // uses (Home multiplies by the bucket count and keeps the top bits), and
+  // not the high half, whose low byte is the tenant tag (the same for a
+  // tenant's keys).
+  static uint8_t PassBit(const PackedFingerprint& key) { return static_cast<uint8_t>(1u << (key.words[0] & 7)); }
 
   static bool SameKey(const PackedFingerprint& a, const PackedFingerprint& b) {
 #if defined(__SSE2__)
@@ -267,8 +352,9 @@ class FingerprintTable {
   }
 
   struct alignas(64) Bucket {
-    uint8_t occupied = 0;     // bit i: entry i holds a key
-    uint32_t overflow : 24 = 0;  // keys stored past this bucket from a home at or before it
+    uint8_t occupied = 0;   // bit i: entry i holds a key
+    uint8_t passed = 0;     // PassBit of every key counted in `overflow` (and maybe of keys erased since)
+    uint16_t overflow = 0;  // keys stored past this bucket from a home at or before it
     PackedFingerprint keys[kEntries];
     Value values[kEntries];
     bool Occupied(uint32_t i) const { return (occupied >> i) & 1u; }
@@ -310,6 +396,8 @@ class FingerprintTable {
   static constexpr double kReservedLoad = 0.75;
   static constexpr size_t kLargeTableBytes = size_t{32} << 20;
   static constexpr size_t kMinBuckets = 4;
+  // A small table is not renewed for a handful of erases.
+  static constexpr size_t kWornErases = 1024;
 
   size_t MaxSize() const { return static_cast<size_t>(static_cast<double>(n_buckets_ * kEntries) * kMaxLoad); }
 
@@ -333,6 +421,7 @@ class FingerprintTable {
         return &bucket.values[i];
       }
       if (bucket.overflow != kSaturated) ++bucket.overflow;
+      bucket.passed |= PassBit(key);
       b = Next(b);
     }
   }
@@ -397,7 +486,7 @@ class FingerprintTable {
     // Padding may keep the 0xA5 of before: only the members are compared.
     bool zero = std::memcmp(&empty->keys, kZeros, sizeof empty->keys) == 0 &&
                 std::memcmp(&empty->values, kZeros, sizeof empty->values) == 0 && empty->occupied == 0 &&
-                empty->overflow == 0;
+                empty->passed == 0 && empty->overflow == 0;
     empty->~Bucket();
     return zero;
   }
@@ -425,6 +514,7 @@ class FingerprintTable {
   BucketArray buckets_;
   size_t n_buckets_ = 0;
   size_t size_ = 0;
+  size_t erased_ = 0;  // erases since buckets_ was built (worn())
 };
 
 }  // namespace sci

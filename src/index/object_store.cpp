@@ -69,6 +69,10 @@ void ObjectStore::ClearTenant(uint64_t tenant_seed) {
 
 std::string ObjectStore::Inconsistency() const {
   std::string what = pages_.Inconsistency();
+  if (what.empty()) {
+    what = whole_.Inconsistency();
+    if (!what.empty()) what = "whole-key table: " + what;
+  }
   whole_.for_each([&](const PackedFingerprint&, const WholeEntry& entry) {
     if (what.empty() && entry.media > 0xFF) what = "a whole key's media beyond a byte";
   });

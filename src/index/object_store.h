@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -119,27 +120,19 @@ class ObjectStore {
   }
 
   // Growth without a pause for readers: ahead of a store at `place`, grows
-  // the table it may insert into if that is full, building the larger
-  // table with no lock held (the writer is the only thread that changes
-  // the store, so it may read it unlocked) and swapping it in under
-  // `lock` (a TableLock, held exclusively for the swap); the old array is
-  // freed after the lock is released. A store then never grows a table
-  // under the lock.
+  // the table it may insert into if that is full, or renews it if erases
+  // have worn it (FingerprintTable::worn), building the new table with no
+  // lock held (the writer is the only thread that changes the store, so it
+  // may read it unlocked) and swapping it in under `lock` (a TableLock,
+  // held exclusively for the swap); the old array is freed after the lock
+  // is released. A store then never rebuilds a table under the lock.
   template <typename Lock>
   void MakeRoom(const Place& place, Lock& lock) {
     // A decomposing key with no slot number yet will most likely get one.
-    if ((place.in_page || place.past_slot_capacity) && pages_.table().full()) {
-      PageStore::Table grown = pages_.table().Grown();
-      lock.Lock();
-      pages_.SwapTable(grown);
-      lock.Unlock();
+    if (place.in_page || place.past_slot_capacity) {
+      RebuildIfDue(pages_.table(), [this](PageStore::Table& t) { pages_.SwapTable(t); }, lock);
     }
-    if (!place.in_page && whole_.full()) {
-      WholeTable grown = whole_.Grown();
-      lock.Lock();
-      whole_.swap(grown);
-      lock.Unlock();
-    }
+    if (!place.in_page) RebuildIfDue(whole_, [this](WholeTable& t) { whole_.swap(t); }, lock);
   }
   // Brings the line a store or removal at `place` will touch into cache.
   void Prefetch(const Place& place) const {
@@ -230,6 +223,7 @@ class ObjectStore {
   const PageStore& pages() const { return pages_; }
   const SlotNames& slot_names() const { return slot_names_; }
   size_t whole_keys() const { return whole_.size(); }
+  const WholeTable& whole_table() const { return whole_; }
   uint64_t removals_dropped_for_memory() const { return pages_.removals_dropped_for_memory(); }
   // New keys that carry a digest but were filed whole because every slot
   // number was taken (SlotNames::kCapacity): each costs a per-object entry
@@ -241,6 +235,29 @@ class ObjectStore {
   uint64_t stores_past_slot_capacity() const { return stores_past_slot_capacity_; }
 
  private:
+  // A table's growth or renewal (MakeRoom). A renewal that cannot allocate
+  // is skipped: the worn table still answers exactly, only slower, and the
+  // next store tries again; a growth that cannot throws bad_alloc before
+  // any change, as the store itself would.
+  template <typename Table, typename SwapIn, typename Lock>
+  static void RebuildIfDue(const Table& table, SwapIn&& swap_in, Lock& lock) {
+    Table rebuilt;
+    if (table.full()) {
+      rebuilt = table.Grown();
+    } else if (table.worn()) {
+      try {
+        rebuilt = table.Renewed();
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+    } else {
+      return;
+    }
+    lock.Lock();
+    swap_in(rebuilt);
+    lock.Unlock();
+  }
+
   PageStore pages_;
   SlotNames slot_names_;
   WholeTable whole_;
