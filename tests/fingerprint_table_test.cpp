@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -73,38 +74,64 @@ TEST(PackedFingerprint, HoldsTheLowHalfThenTheHighHalfLowWordFirst) {
   }
 }
 
-TEST(FingerprintTable, MatchesAModelThroughInsertsErasesAndGrowth) {
-  for (const uint64_t homes : {uint64_t{3}, uint64_t{50}, uint64_t{1} << 40}) {
+using Model = std::unordered_map<PackedFingerprint, uint32_t, PackedHash>;
+
+// `steps` random steps on `table` and `model` alike: two in three insert a
+// new key from `make_key(rng)`, the rest erase a key seen before (present
+// or not); the table is checked against the model (and its invariant)
+// every `check_every` steps and at the end. Returns the keys seen.
+template <typename MakeKey>
+std::vector<PackedFingerprint> InsertAndEraseAgainstAModel(std::mt19937_64& rng, int steps, int check_every,
+                                                           MakeKey make_key, FingerprintTable<uint32_t>& table,
+                                                           Model& model) {
+  std::vector<PackedFingerprint> seen;
+  for (int step = 0; step < steps; ++step) {
+    if (model.empty() || rng() % 3 != 0) {
+      const PackedFingerprint key = make_key(rng);
+      if (model.contains(key)) continue;
+      const uint32_t value = static_cast<uint32_t>(rng());
+      table.insert_absent(key, value);
+      model[key] = value;
+      seen.push_back(key);
+    } else {
+      const PackedFingerprint key = seen[rng() % seen.size()];
+      if (uint32_t* found = table.find(key)) {
+        table.erase(found);
+        model.erase(key);
+      } else {
+        EXPECT_FALSE(model.contains(key));
+      }
+    }
+    if (step % check_every == 0) {
+      ExpectSameAs(table, model, seen);
+      if (::testing::Test::HasFatalFailure()) return seen;
+    }
+  }
+  ExpectSameAs(table, model, seen);
+  return seen;
+}
+
+// InsertAndEraseAgainstAModel on a fresh table for each count of homes,
+// keys from make_key(rng, homes); then keys of the same kind never stored
+// must be absent.
+template <typename MakeKey>
+void ForEachCountOfHomes(std::initializer_list<uint64_t> counts, int steps, int check_every, MakeKey make_key) {
+  for (const uint64_t homes : counts) {
+    SCOPED_TRACE(homes);
     std::mt19937_64 rng(homes);
     FingerprintTable<uint32_t> table;
-    std::unordered_map<PackedFingerprint, uint32_t, PackedHash> model;
-    std::vector<PackedFingerprint> seen;
-    for (int step = 0; step < 20000; ++step) {
-      if (model.empty() || rng() % 3 != 0) {
-        const PackedFingerprint key = Crowded(rng, homes);
-        if (model.contains(key)) continue;
-        const uint32_t value = static_cast<uint32_t>(rng());
-        table.insert_absent(key, value);
-        model[key] = value;
-        seen.push_back(key);
-      } else {
-        const PackedFingerprint key = seen[rng() % seen.size()];
-        if (uint32_t* found = table.find(key)) {
-          table.erase(found);
-          model.erase(key);
-        } else {
-          EXPECT_FALSE(model.contains(key));
-        }
-      }
-      if (step % 997 == 0) ExpectSameAs(table, model, seen);
-    }
-    ExpectSameAs(table, model, seen);
-    // Crowded keys of nothing stored are absent too.
+    Model model;
+    const auto key_of = [&make_key, homes](std::mt19937_64& r) { return make_key(r, homes); };
+    InsertAndEraseAgainstAModel(rng, steps, check_every, key_of, table, model);
     for (int i = 0; i < 1000; ++i) {
-      const PackedFingerprint key = Crowded(rng, homes);
+      const PackedFingerprint key = key_of(rng);
       if (!model.contains(key)) EXPECT_FALSE(table.contains(key));
     }
   }
+}
+
+TEST(FingerprintTable, MatchesAModelThroughInsertsErasesAndGrowth) {
+  ForEachCountOfHomes({3, 50, uint64_t{1} << 40}, 20000, 997, Crowded);
 }
 
 // Homes in the last few buckets whatever the bucket count (the top of the
@@ -117,29 +144,7 @@ PackedFingerprint AtTheEnd(std::mt19937_64& rng, uint64_t homes) {
 }
 
 TEST(FingerprintTable, ProbesThatWrapAroundTheEndKeepTheirCountsAndBits) {
-  for (const uint64_t homes : {uint64_t{1}, uint64_t{4}, uint64_t{64}}) {
-    std::mt19937_64 rng(homes);
-    FingerprintTable<uint32_t> table;
-    std::unordered_map<PackedFingerprint, uint32_t, PackedHash> model;
-    std::vector<PackedFingerprint> seen;
-    for (int step = 0; step < 6000; ++step) {
-      if (model.empty() || rng() % 3 != 0) {
-        const PackedFingerprint key = AtTheEnd(rng, homes);
-        if (model.contains(key)) continue;
-        const uint32_t value = static_cast<uint32_t>(rng());
-        table.insert_absent(key, value);
-        model[key] = value;
-        seen.push_back(key);
-      } else {
-        const PackedFingerprint key = seen[rng() % seen.size()];
-        if (uint32_t* found = table.find(key)) {
-          table.erase(found);
-          model.erase(key);
-        }
-      }
-      if (step % 97 == 0) ASSERT_NO_FATAL_FAILURE(ExpectSameAs(table, model, seen)) << homes << " " << step;
-    }
-  }
+  ForEachCountOfHomes({1, 4, 64}, 6000, 97, AtTheEnd);
 }
 
 // Mean buckets a find of an absent random key reads.
