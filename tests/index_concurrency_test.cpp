@@ -12,10 +12,12 @@
 #include <iterator>
 #include <span>
 #include <cstdio>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/splitmix64.h"
 #include "index/index.h"
 
 namespace sci {
@@ -185,6 +187,74 @@ TEST_P(IndexConcurrency, NoReaderSeesAKeyOfATenantClearedBeforeItsQueryBegan) {
   EXPECT_EQ(missing_b.load(), 0);
   EXPECT_EQ(index.GetStats().keys, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(index.GetStats().tenant_clears, 1u);
+}
+
+// Page `n`'s key of slot 0: 64 hex digits, so it decomposes into a page
+// entry (the keys above are stored whole).
+std::string PageKeyOf(uint64_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string key;
+  uint64_t state = n;
+  for (int word = 0; word < 4; ++word) {
+    for (uint64_t x = SplitMix64(state), i = 0; i < 16; ++i, x >>= 4) key.push_back(digits[x & 15]);
+  }
+  return key + "_0_k";
+}
+
+// A pool at its size: the writer stores new page and whole keys and
+// removes the oldest, so both tables are renewed again and again before a
+// store (I57: built with no lock held, swapped in under it), while readers
+// check that keys stored before they began stay present and keys never
+// stored stay absent.
+TEST_P(IndexConcurrency, ReadersThroughTableRenewalsSeeEveryStableKeyAndNoNeverStoredOne) {
+  Index index(Options());
+  std::vector<std::string> stable, never;
+  for (uint64_t i = 0; i < 500; ++i) {
+    stable.push_back(PageKeyOf(i));
+    stable.push_back("stable-" + std::to_string(i));
+    never.push_back(PageKeyOf((uint64_t{1} << 40) + i));
+    never.push_back("never-" + std::to_string(i));
+  }
+  uint64_t sequence = 1;
+  {
+    std::vector<Event> all;
+    for (const std::string& key : stable) all.push_back(Event{EventKind::kStored, key, {}, {}, "cpu"});
+    index.ApplyBatch(sequence++, all);
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> missing{0}, false_hits{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&] {
+      while (!done.load(std::memory_order_acquire)) {
+        for (const std::string& key : stable) missing.fetch_add(index.Contains("", key) ? 0 : 1);
+        for (const std::string& key : never) false_hits.fetch_add(index.Contains("", key) ? 1 : 0);
+      }
+    });
+  }
+  std::deque<std::string> live;  // oldest first; a deque keeps its strings in place (events view them)
+  size_t oldest = 0;
+  for (uint64_t batch = 0, next = 1000; batch < 400; ++batch) {
+    std::vector<Event> events;
+    for (int i = 0; i < 32; ++i, ++next) {
+      for (std::string key : {PageKeyOf(next), "churn-" + std::to_string(next)}) {
+        live.push_back(std::move(key));
+        events.push_back(Event{EventKind::kStored, live.back(), {}, {}, "cpu"});
+      }
+    }
+    for (; live.size() - oldest > 2000; ++oldest) events.push_back(Event{EventKind::kRemoved, live[oldest], {}, {}, "cpu"});
+    index.ApplyBatch(sequence++, events);
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& t : readers) t.join();
+
+  EXPECT_EQ(missing.load(), 0);
+  EXPECT_EQ(false_hits.load(), 0);
+  EXPECT_GE(index.TableRenewals(), 10u);  // about 12 runs of 1,024 erases in each table
+  EXPECT_EQ(index.Inconsistency(), "");
+  for (size_t i = oldest; i < live.size(); ++i) ASSERT_TRUE(index.Contains("", live[i])) << live[i];
+  for (size_t i = 0; i < oldest; ++i) ASSERT_FALSE(index.Contains("", live[i])) << i << " " << live[i];
+  EXPECT_EQ(index.GetStats().keys, stable.size() + 2000);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothRules, IndexConcurrency, ::testing::Values(Residency::kObject, Residency::kPerMedium),

@@ -141,5 +141,54 @@ TEST(PageStoreAllocationFailure, ARemovalThatCannotRecordTheMediaLeftDropsTheKey
   EXPECT_EQ(store.Media(seed, Hex(5) + "_0_k"), 2);
 }
 
+struct NoLock {
+  void Lock() {}
+  void Unlock() {}
+};
+
+// A store into a worn table (1,180 of 1,200 whole keys erased) renews it
+// first (ObjectStore::MakeRoom, I57). Each allocation of that store fails
+// in turn: the renewal's own is skipped (the worn table answers exactly;
+// nothing throws and the store goes on), any other throws and changes
+// nothing, as any store's.
+TEST(PageStoreAllocationFailure, ARenewalThatCannotAllocateIsSkippedAndTheStoreGoesOn) {
+  const uint64_t seed = TenantSeed("");
+  constexpr int kFill = 1200, kKept = 20;
+  const auto key = [](int n) { return "whole-" + std::to_string(n); };
+  bool skipped_once = false;
+  for (long k = 0;; ++k) {
+    ObjectStore store;
+    NoLock lock;
+    for (int n = 0; n < kFill; ++n) store.Store(seed, key(n), 0);
+    for (int n = kKept; n < kFill; ++n) store.Remove(seed, key(n), 0);
+    ASSERT_TRUE(store.whole_table().worn());
+    const ObjectStore::Place place = store.Locate(seed, key(kFill));
+    g_seen = 0;
+    g_fail_at = k;
+    bool threw = false;
+    try {
+      store.MakeRoom(place, lock);
+      store.Store(seed, key(kFill), place, 0);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    g_fail_at = -1;
+    const bool failed = g_seen > k;
+    EXPECT_EQ(store.Inconsistency(), "") << k;
+    for (int n = 0; n < kKept; ++n) EXPECT_TRUE(store.Contains(seed, key(n))) << k;
+    EXPECT_EQ(store.Contains(seed, key(kFill)), !threw) << k;
+    EXPECT_EQ(store.objects(), static_cast<uint64_t>(kKept + (threw ? 0 : 1))) << k;
+    if (store.renewals_skipped() == 1) {
+      EXPECT_FALSE(threw) << k;
+      EXPECT_TRUE(store.whole_table().worn()) << k;  // tried again at the next store
+      skipped_once = true;
+    } else {
+      EXPECT_EQ(store.renewals(), threw ? 0u : 1u) << k;
+    }
+    if (!failed) break;
+  }
+  EXPECT_TRUE(skipped_once) << "no failure reached the renewal's allocation";
+}
+
 }  // namespace
 }  // namespace sci

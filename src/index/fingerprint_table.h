@@ -164,15 +164,19 @@ class FingerprintTable {
   bool holds(size_t entries) const { return entries <= MaxSize(); }
 
   // Whether erases have worn the table: more keys erased since its array
-  // was built than half the keys it holds (and at least kWornErases). An
-  // erase moves nothing back, so under steady churn (a pool at its size,
-  // each eviction an erase and each store an insertion) keys drift away
-  // from their homes and filters keep the bits of keys long gone; an
-  // outside review measured, at load 0.75, 1.46 buckets read per absent
-  // lookup in a fresh table and 12 after ten tables' worth of churn (30
-  // before the filters). Renewed() undoes both; the index renews a worn
+  // was built than half the keys it holds, than half its buckets, and than
+  // kWornErases. An erase moves nothing back, so under steady churn (a pool
+  // at its size, each eviction an erase and each store an insertion) keys
+  // drift away from their homes and filters keep the bits of keys long
+  // gone; an outside review measured, at load 0.75, 1.46 buckets read per
+  // absent lookup in a fresh table and 12 after ten tables' worth of churn
+  // (30 before the filters). Renewed() undoes both; the index renews a worn
   // table before a store (ObjectStore::MakeRoom), as it grows a full one.
-  bool worn() const { return erased_ >= kWornErases && erased_ > size_ / 2; }
+  // A renewal reads every bucket: the bucket count in the rule keeps a
+  // large table holding few keys (after a tenant's clear) from being read
+  // whole every kWornErases erases (the second review: 20-140 µs a store),
+  // and at such loads a lookup reads one bucket anyway.
+  bool worn() const { return erased_ >= kWornErases && erased_ > size_ / 2 && erased_ > n_buckets_ / 2; }
   size_t erased_since_built() const { return erased_; }
 
   // A copy of the same size with every key placed afresh: built like

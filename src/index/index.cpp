@@ -493,6 +493,12 @@ void Index::RemoveNamedKeys(uint64_t tenant_seed, const TenantKeys::Names& names
   SCI_DCHECK(!tenant_keys_.Holds(tenant_seed), "a listed tenant's names were all its present keys");
 }
 
+uint64_t Index::TableRenewals() const {
+  WriterLock apply(apply_mu_);
+  ReaderLock lock(tables_lock_);
+  return store_.renewals();
+}
+
 std::string Index::Inconsistency() const {
   WriterLock apply(apply_mu_);
   ReaderLock lock(tables_lock_);

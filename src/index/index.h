@@ -308,6 +308,9 @@ class Index {
   // What breaks the store's invariants, or "" (ObjectStore::Inconsistency,
   // and the index's counts of what it holds). A walk of everything: for tests.
   std::string Inconsistency() const ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
+  // Tables renewed before a store since the index was made (ObjectStore::
+  // renewals; docs/architecture.md, I57). For tests.
+  uint64_t TableRenewals() const ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
  private:
   // ApplyEvent takes tables_lock_ itself; the helpers below it expect it

@@ -233,6 +233,10 @@ class ObjectStore {
   // page, and that it has used the numbers up for every tenant (a review's
   // finding, documented as a limit); the index reports it.
   uint64_t stores_past_slot_capacity() const { return stores_past_slot_capacity_; }
+  // Tables MakeRoom renewed (FingerprintTable::worn), and renewals skipped
+  // because they could not allocate. For tests.
+  uint64_t renewals() const { return renewals_; }
+  uint64_t renewals_skipped() const { return renewals_skipped_; }
 
  private:
   // A table's growth or renewal (MakeRoom). A renewal that cannot allocate
@@ -240,7 +244,7 @@ class ObjectStore {
   // next store tries again; a growth that cannot throws bad_alloc before
   // any change, as the store itself would.
   template <typename Table, typename SwapIn, typename Lock>
-  static void RebuildIfDue(const Table& table, SwapIn&& swap_in, Lock& lock) {
+  void RebuildIfDue(const Table& table, SwapIn&& swap_in, Lock& lock) {
     Table rebuilt;
     if (table.full()) {
       rebuilt = table.Grown();
@@ -248,8 +252,10 @@ class ObjectStore {
       try {
         rebuilt = table.Renewed();
       } catch (const std::bad_alloc&) {
+        ++renewals_skipped_;
         return;
       }
+      ++renewals_;
     } else {
       return;
     }
@@ -262,6 +268,8 @@ class ObjectStore {
   SlotNames slot_names_;
   WholeTable whole_;
   uint64_t stores_past_slot_capacity_ = 0;
+  uint64_t renewals_ = 0;          // tables renewed by MakeRoom
+  uint64_t renewals_skipped_ = 0;  // renewals that could not allocate
 };
 
 }  // namespace sci
