@@ -263,10 +263,10 @@ class PageStore {
   }
 
   // What breaks the store's invariants (docs/architecture.md, "The page
-  // store"), or "" when nothing does: its table's (I57); every entry has a slot; the count of
-  // present slots is theirs; an entry is mixed exactly when it has a row,
-  // and a row gives no media to a slot that is absent. A walk of the whole
-  // store: for tests, after every step.
+  // store"), or "" when nothing does: its table's (I57); every entry has a
+  // slot; the count of present slots is theirs; an entry is mixed exactly
+  // when it has a row, and a row gives no media to a slot that is absent.
+  // A walk of the whole store: for tests, after every step.
   std::string Inconsistency() const {
     std::string what = table_.Inconsistency();
     if (!what.empty()) return "page table: " + what;
