@@ -84,6 +84,7 @@
 #include <vector>
 
 #include "cold_fixture.h"
+#include "random_line_floor.h"
 
 namespace sci::bench {
 namespace {
@@ -139,6 +140,28 @@ void BM_ColdPrompts(benchmark::State& state, Asked asked, Eviction evict) {
   if (!stored) return;
   state.counters["per_key_ns"] = query_us * 1000 / static_cast<double>(fixture.required_keys());
   state.counters["required_keys"] = static_cast<double>(fixture.required_keys());
+}
+
+// The machine's floor (random_line_floor.h): check_pages' pipeline over a
+// buffer the size of the index, with no index, paired the same way.
+void BM_RandomLineFloor(benchmark::State& state, Eviction evict) {
+  ColdFixture& fixture = Fixture();
+  static const RandomLineFloor* const floor = new RandomLineFloor(fixture.index_bytes());
+  PairedTimes times;
+  if (!RunPaired(
+          state, fixture, evict, kPages, [&fixture](size_t i) -> const std::vector<uint32_t>& { return fixture.unrelated(i); },
+          [](const std::vector<uint32_t>& tokens) {
+            benchmark::DoNotOptimize(floor->Query(tokens, kPages));
+            return PageQueryResult{.n_pages = kPages};
+          },
+          [](const PageQueryResult& r) { return r.n_pages == kPages; }, [](size_t) {}, &times)) {
+    return;
+  }
+  const double hashing_us = Median(times.hashing), floor_us = Median(times.query);
+  state.counters["hashing_us"] = hashing_us;
+  state.counters["floor_us"] = floor_us;
+  state.counters["floor_over_hashing"] = floor_us / hashing_us;
+  state.counters["buffer_MB"] = static_cast<double>(fixture.index_bytes()) / 1e6;
 }
 
 void BM_ColdPrefixFirstPageAbsent(benchmark::State& state, Eviction evict) {
@@ -321,6 +344,11 @@ const bool kRegistered = [] {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
+    benchmark::RegisterBenchmark(("cold/tp8/p169/keys:1m/floor:one_random_line_a_page" + cold + "/paired_with_hashing").c_str(),
+                                 BM_RandomLineFloor, evict)
+        ->Iterations(kPrompts)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(
         ("cold/prefix/tp8/p169/keys:1m/first_page_absent" + cold + "/paired_with_one_page_hash").c_str(),
         BM_ColdPrefixFirstPageAbsent, evict)

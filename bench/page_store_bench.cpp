@@ -23,6 +23,12 @@
 //       renewed when worn (as the index does) or never (I57).
 //   page_store/contains/tp8/objects:{1m,100m}   ObjectStore::Contains of
 //       random present keys (a whole call: shape, slot, page key, lookup).
+//   page_store/floor:random_line/{overlapped,dependent}/tp8/objects:{1m,100m}
+//       the machine's floor under it: random lines read in the same loop
+//       from a buffer the size of that store's tables (random_line_floor.h),
+//       no index; each read free to overlap the next, or waiting for it. The
+//       ratio of the two floors is what the machine charges a random
+//       lookup for the larger table (bench/README.md, "Page store").
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -36,6 +42,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "random_line_floor.h"
 #include "index/fingerprint_table.h"
 #include "index/key_entry.h"
 #include "index/object_store.h"
@@ -338,7 +345,8 @@ struct ContainsFixture {
   std::vector<std::string> sample;  // present keys, random pages
 };
 
-void BM_Contains(benchmark::State& state, uint64_t n) {
+// The one ContainsFixture alive, of `n` objects (the last asked for).
+ContainsFixture& ContainsFixtureOf(uint64_t n) {
   static std::unique_ptr<ContainsFixture> fixture;
   static uint64_t fixture_n = 0;
   if (fixture_n != n) {
@@ -346,6 +354,11 @@ void BM_Contains(benchmark::State& state, uint64_t n) {
     fixture = std::make_unique<ContainsFixture>(n);
     fixture_n = n;
   }
+  return *fixture;
+}
+
+void BM_Contains(benchmark::State& state, uint64_t n) {
+  ContainsFixture* const fixture = &ContainsFixtureOf(n);
   const uint64_t seed = TenantSeed("");
   size_t i = 0, hits = 0;
   for (auto _ : state) {
@@ -354,8 +367,39 @@ void BM_Contains(benchmark::State& state, uint64_t n) {
   }
   if (hits != static_cast<size_t>(state.iterations())) state.SkipWithError("a stored key missed");
 }
+// Reads random lines of a buffer the size of ContainsFixture(n)'s tables,
+// one an iteration, in BM_Contains' loop: overlapped (the core runs ahead
+// to the next reads while one is out), or dependent (each read's address
+// waits for the last read's value, as a lookup that must finish first).
+void BM_RandomLineFloor(benchmark::State& state, uint64_t n, bool dependent) {
+  static std::unique_ptr<TableSizedBuffer> buffer;
+  static uint64_t buffer_n = 0;
+  if (buffer_n != n) {
+    buffer.reset();
+    buffer = std::make_unique<TableSizedBuffer>(ContainsFixtureOf(n).store.allocated_bytes());
+    buffer_n = n;
+  }
+  std::vector<size_t> offsets;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 1 << 20; ++i) offsets.push_back(rng() % buffer->lines() * 64);
+  size_t i = 0;
+  uint64_t sum = 0;
+  uint8_t last = 1;  // every byte is 1: `last - 1` is 0, known only once read
+  for (auto _ : state) {
+    last = buffer->data()[offsets[i] + (dependent ? last - 1u : 0u)];
+    sum += last;
+    i = (i + 1) & ((1 << 20) - 1);
+  }
+  benchmark::DoNotOptimize(sum);
+  state.counters["buffer_MB"] = static_cast<double>(buffer->lines()) * 64 / 1e6;
+}
+// Each floor right after its Contains row: one fixture of each size.
 BENCHMARK_CAPTURE(BM_Contains, m1, 1'000'000)->Name("page_store/contains/tp8/objects:1m");
+BENCHMARK_CAPTURE(BM_RandomLineFloor, m1o, 1'000'000, false)->Name("page_store/floor:random_line/overlapped/tp8/objects:1m");
+BENCHMARK_CAPTURE(BM_RandomLineFloor, m1d, 1'000'000, true)->Name("page_store/floor:random_line/dependent/tp8/objects:1m");
 BENCHMARK_CAPTURE(BM_Contains, m100, 100'000'000)->Name("page_store/contains/tp8/objects:100m");
+BENCHMARK_CAPTURE(BM_RandomLineFloor, m100o, 100'000'000, false)->Name("page_store/floor:random_line/overlapped/tp8/objects:100m");
+BENCHMARK_CAPTURE(BM_RandomLineFloor, m100d, 100'000'000, true)->Name("page_store/floor:random_line/dependent/tp8/objects:100m");
 
 }  // namespace
 }  // namespace sci::bench
