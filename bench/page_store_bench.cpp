@@ -21,6 +21,10 @@
 //       lookups of pages nobody stored in a page table of 1M entries,
 //       fresh, and after ten times its size of erase-then-insert pairs,
 //       renewed when worn (as the index does) or never (I57).
+//   page_store/tenant_clear/tp8/objects:10m/kept:1pct/then_one_store
+//       a tenant holding 99% of 10M objects cleared, then one store: the
+//       table shrinks at that store's renewal (I57); its memory before and
+//       after, and what the store took.
 //   page_store/contains/tp8/objects:{1m,100m}   ObjectStore::Contains of
 //       random present keys (a whole call: shape, slot, page key, lookup).
 //   page_store/floor:random_line/{overlapped,dependent}/tp8/objects:{1m,100m}
@@ -344,6 +348,48 @@ struct ContainsFixture {
   ObjectStore store;
   std::vector<std::string> sample;  // present keys, random pages
 };
+
+// A lock for MakeRoom with no readers to keep out.
+struct NoReaders {
+  void Lock() {}
+  void Unlock() {}
+};
+
+void BM_TenantClearThenOneStore(benchmark::State& state) {
+  constexpr uint64_t kObjects = 10'000'000, kKept = kObjects / 100;
+  const uint64_t cleared = TenantSeed("cleared"), kept = TenantSeed("");
+  double before_mb = 0, after_mb = 0, store_ms = 0;
+  for (auto _ : state) {
+    ObjectStore store;
+    NoReaders lock;
+    const auto store_page = [&](uint64_t seed, uint64_t page) {
+      const std::string hash = ForeignPageHash(page, 13);
+      for (uint64_t slot = 0; slot < 16; ++slot) {
+        const std::string key = ObjectKey(hash, slot);
+        const ObjectStore::Place place = store.Locate(seed, key);
+        store.MakeRoom(place, lock);
+        store.Store(seed, key, place, 0);
+      }
+    };
+    for (uint64_t page = 0; page < (kObjects - kKept) / 16; ++page) store_page(cleared, page);
+    for (uint64_t page = 0; page < kKept / 16; ++page) store_page(kept, kObjects + page);
+    before_mb = static_cast<double>(store.allocated_bytes()) / 1e6;
+    store.ClearTenant(cleared);
+    const uint64_t renewals = store.renewals();
+    const auto start = std::chrono::steady_clock::now();
+    store_page(kept, 2 * kObjects);
+    store_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    after_mb = static_cast<double>(store.allocated_bytes()) / 1e6;
+    if (store.renewals() != renewals + 1 || store.objects() != kKept + 16) state.SkipWithError("not shrunk once");
+  }
+  state.counters["MB_before_clear"] = before_mb;
+  state.counters["MB_after_one_store"] = after_mb;
+  state.counters["that_store_ms"] = store_ms;
+}
+BENCHMARK(BM_TenantClearThenOneStore)
+    ->Name("page_store/tenant_clear/tp8/objects:10m/kept:1pct/then_one_store")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 // The one ContainsFixture alive, of `n` objects (the last asked for).
 ContainsFixture& ContainsFixtureOf(uint64_t n) {

@@ -207,6 +207,96 @@ TEST(FingerprintTable, AnAbsentKeyReadsAboutOneBucketFreshAndAfterChurnWithRenew
               after_wear);
 }
 
+// A table that erases left below kShrinkLoad (a tenant's clear) shrinks
+// at its renewal to the size a growth would give the keys it has left,
+// with every one of them kept and none of the erased; a table above that
+// load is renewed at its size (I57).
+TEST(FingerprintTable, ARenewalShrinksATableErasesLeftMostlyEmpty) {
+  std::mt19937_64 rng(57);
+  constexpr size_t kKeys = 100000, kKept = 4000;
+  FingerprintTable<uint32_t, 2> table;
+  std::vector<PackedFingerprint> keys;
+  for (size_t i = 0; i < kKeys; ++i) {
+    keys.emplace_back(Fingerprint{rng(), rng()});
+    table.insert_absent(keys.back(), static_cast<uint32_t>(i));
+  }
+  const size_t full_buckets = table.bucket_count();
+  // Erased down to just above the shrink load: renewed at its size.
+  const auto erase_down_to = [&](size_t left) {
+    while (table.size() > left) table.erase(table.find(keys[table.size() - 1]));
+  };
+  erase_down_to(static_cast<size_t>(0.21 * static_cast<double>(2 * full_buckets)));
+  ASSERT_TRUE(table.worn());
+  ASSERT_FALSE(table.sparse());
+  EXPECT_EQ(table.Renewed().bucket_count(), full_buckets);
+  // Just below it (0.19): shrunk.
+  erase_down_to(static_cast<size_t>(0.19 * static_cast<double>(2 * full_buckets)));
+  ASSERT_TRUE(table.sparse());
+  EXPECT_LT(table.Renewed().bucket_count(), full_buckets / 2);
+  // Below it: shrunk, to the grow load (0.55 of its entries), every kept
+  // key in, with its value.
+  erase_down_to(kKept);
+  ASSERT_TRUE(table.worn() && table.sparse());
+  const FingerprintTable<uint32_t, 2> shrunk = table.Renewed();
+  EXPECT_LT(shrunk.bucket_count(), full_buckets / 10);
+  EXPECT_LT(shrunk.allocated_bytes(), table.allocated_bytes() / 10);
+  const double load = static_cast<double>(kKept) / static_cast<double>(2 * shrunk.bucket_count());
+  EXPECT_GT(load, 0.5);
+  EXPECT_LT(load, 0.6);
+  EXPECT_FALSE(shrunk.full());
+  EXPECT_EQ(shrunk.size(), kKept);
+  EXPECT_EQ(shrunk.erased_since_built(), 0u);
+  EXPECT_EQ(shrunk.Inconsistency(), "");
+  for (size_t i = 0; i < kKeys; ++i) {
+    const uint32_t* value = shrunk.find(keys[i]);
+    if (i < kKept) {
+      ASSERT_TRUE(value != nullptr && *value == i) << i;
+    } else {
+      ASSERT_EQ(value, nullptr) << i;
+    }
+  }
+  // Emptied: the smallest table.
+  erase_down_to(0);
+  EXPECT_LE(table.Renewed().bucket_count(), 4u);
+}
+
+// A table emptied in two steps, renewed at its size between them (a first
+// tenant's clear left it above kShrinkLoad), is worn by the second step
+// once that leaves it sparse, though it erased fewer keys than half its
+// buckets: its renewal shrinks it (I57; the third outside review's finding:
+// it kept 18 times the memory it needed until churn wore it).
+TEST(FingerprintTable, ATableEmptiedInTwoStepsIsWornOnceSparse) {
+  std::mt19937_64 rng(58);
+  FingerprintTable<uint32_t, 2> table;
+  std::vector<PackedFingerprint> keys;
+  for (size_t i = 0; i < 100000; ++i) {
+    keys.emplace_back(Fingerprint{rng(), rng()});
+    table.insert_absent(keys.back(), 1);
+  }
+  const size_t buckets = table.bucket_count();
+  const auto erase_down_to = [&](double load) {
+    while (static_cast<double>(table.size()) > load * static_cast<double>(2 * buckets)) {
+      table.erase(table.find(keys[table.size() - 1]));
+    }
+  };
+  erase_down_to(0.26);
+  ASSERT_TRUE(table.worn());
+  table = table.Renewed();
+  ASSERT_EQ(table.bucket_count(), buckets);  // not sparse: at its size
+  erase_down_to(0.03);
+  ASSERT_LT(table.erased_since_built(), buckets / 2);
+  ASSERT_TRUE(table.sparse());
+  EXPECT_TRUE(table.worn());
+  EXPECT_LT(table.Renewed().bucket_count(), buckets / 10);
+  // A sparse table that erased few keys (under kWornErases, or half those it
+  // holds) is not worn: a reserved table being filled never is.
+  FingerprintTable<uint32_t, 2> reserved = FingerprintTable<uint32_t, 2>().Reserved(100000);
+  for (size_t i = 0; i < 2000; ++i) reserved.insert_absent(keys[i], 1);
+  for (size_t i = 0; i < 1000; ++i) reserved.erase(reserved.find(keys[i]));
+  ASSERT_TRUE(reserved.sparse());
+  EXPECT_FALSE(reserved.worn());
+}
+
 TEST(FingerprintTable, GrownHoldsTheSameEntriesAndLeavesTheOriginalAlone) {
   std::mt19937_64 rng(7);
   FingerprintTable<uint32_t> table;

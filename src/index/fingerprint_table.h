@@ -153,35 +153,41 @@ class FingerprintTable {
   // table lock (only its writer changes tables, so it may read this one
   // meanwhile), then swaps it in under the lock: readers never wait for a
   // rebuild, only for the swap.
-  FingerprintTable Grown() const {
-    // Sized for one more entry at the grow load (see kGrowLoad).
-    size_t n = BucketsFor(size_ + 1, kGrowLoad);
-    if (n * sizeof(Bucket) >= kLargeTableBytes) n = BucketsFor(size_ + 1, kLargeGrowLoad);
-    return Rebuilt(n);
-  }
+  FingerprintTable Grown() const { return Rebuilt(BucketsToGrowTo(size_ + 1)); }
 
   // Whether `entries` fit without a rebuild.
   bool holds(size_t entries) const { return entries <= MaxSize(); }
 
   // Whether erases have worn the table: more keys erased since its array
-  // was built than half the keys it holds, than half its buckets, and than
-  // kWornErases. An erase moves nothing back, so under steady churn (a pool
-  // at its size, each eviction an erase and each store an insertion) keys
-  // drift away from their homes and filters keep the bits of keys long
-  // gone; an outside review measured, at load 0.75, 1.46 buckets read per
-  // absent lookup in a fresh table and 12 after ten tables' worth of churn
-  // (30 before the filters). Renewed() undoes both; the index renews a worn
-  // table before a store (ObjectStore::MakeRoom), as it grows a full one.
-  // A renewal reads every bucket: the bucket count in the rule keeps a
-  // large table holding few keys (after a tenant's clear) from being read
-  // whole every kWornErases erases (the second review: 20-140 µs a store),
-  // and at such loads a lookup reads one bucket anyway.
-  bool worn() const { return erased_ >= kWornErases && erased_ > size_ / 2 && erased_ > n_buckets_ / 2; }
+  // was built than half the keys it holds and than kWornErases, and either
+  // more than half its buckets or so many that it is sparse(). An erase
+  // moves nothing back, so under steady churn (a pool at its size, each
+  // eviction an erase and each store an insertion) keys drift away from
+  // their homes and filters keep the bits of keys long gone; an outside
+  // review measured, at load 0.75, 1.46 buckets read per absent lookup in a
+  // fresh table and 12 after ten tables' worth of churn (30 before the
+  // filters). Renewed() undoes both, and shrinks a sparse table; the index
+  // renews a worn table before a store (ObjectStore::MakeRoom), as it grows
+  // a full one. A renewal reads every bucket: the bucket count in the rule
+  // keeps a large table from being read whole every kWornErases erases (the
+  // second review: 20-140 µs a store), unless it is sparse, which its
+  // renewal shrinks, once. Sparse alone suffices: a table emptied in two
+  // steps (two tenants' clears, the first renewal between them at its size)
+  // erases fewer than half its buckets after that renewal (the third
+  // review: 18 times the memory it needed, kept until churn wore it).
+  bool worn() const {
+    return erased_ >= kWornErases && erased_ > size_ / 2 && (erased_ > n_buckets_ / 2 || sparse());
+  }
   size_t erased_since_built() const { return erased_; }
 
-  // A copy of the same size with every key placed afresh: built like
-  // Grown(), without changing this table.
-  FingerprintTable Renewed() const { return Rebuilt(n_buckets_); }
+  // A copy with every key placed afresh, built like Grown() without
+  // changing this table: of the same size, or, if it holds fewer keys than
+  // kShrinkLoad of its entries, of the size a growth would give them. A
+  // table erases left sparse (a tenant's clear) is worn, so its renewal at
+  // the next store gives the memory back.
+  FingerprintTable Renewed() const { return Rebuilt(sparse() ? BucketsToGrowTo(size_ + 1) : n_buckets_); }
+  // Whether the table holds fewer keys than kShrinkLoad of its entries.
+  bool sparse() const { return static_cast<double>(size_) < static_cast<double>(n_buckets_ * kEntries) * kShrinkLoad; }
 
   // The buckets a find of `key` reads (what a lookup costs in lines; for
   // tests and benchmarks).
@@ -217,6 +223,12 @@ class FingerprintTable {
  private:
   static size_t BucketsFor(size_t entries, double load) {
     return static_cast<size_t>(static_cast<double>(entries) / (kEntries * load)) + 1;
+  }
+  // The buckets a growth gives `entries`: at kGrowLoad, or kLargeGrowLoad
+  // once that many would weigh kLargeTableBytes.
+  static size_t BucketsToGrowTo(size_t entries) {
+    const size_t n = BucketsFor(entries, kGrowLoad);
+    return n * sizeof(Bucket) >= kLargeTableBytes ? BucketsFor(entries, kLargeGrowLoad) : n;
   }
 
   // This table's entries in a new array of n buckets; throws bad_alloc
@@ -395,6 +407,11 @@ class FingerprintTable {
   static constexpr double kMaxLoad = 0.8;
   static constexpr double kGrowLoad = 0.55;
   static constexpr double kLargeGrowLoad = 0.65;
+  // A renewal below this load shrinks the table to the grow load. Far below
+  // it, so that only a table that lost most of its keys shrinks, and one
+  // that shrank grows again only once its keys are 45% more (23% for a
+  // table of kLargeTableBytes or more: kLargeGrowLoad).
+  static constexpr double kShrinkLoad = 0.2;
   // A reserved table (Reserved) holding all it was sized for: room for 6%
   // more before its next growth, and no lower load than growth would leave.
   static constexpr double kReservedLoad = 0.75;
