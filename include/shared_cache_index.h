@@ -316,8 +316,9 @@ sci_status sci_index_check_pages(sci_index *index, const sci_layout *layout,
 
 /* The router's prefix query (1.1): *prefix_pages = the leading run of pages
  * of `tokens` that are fully present, stopping at the first page that is not.
- * Pages after it are neither hashed nor looked up, so a prompt whose first
- * page is absent costs one page hash and one lookup, however long it is
+ * No page after it is looked up (the next one may be hashed, while the
+ * page before is fetched), and a prompt whose first page is absent costs
+ * one page hash and one lookup, however long it is
  * (SGLang loads only a contiguous prefix, so that is all the router credits).
  * The same answer as sci_index_check_pages' prefix_hits (both families). A `block_size` other
  * than the layout's page size answers SCI_OK with 0. Counted as one query of

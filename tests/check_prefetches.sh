@@ -30,9 +30,9 @@ check() {
 # out of line (RunRounds of its PageRounds): count both.
 check "SGLang check_pages (tokens)" '_ZN3sci10CheckPagesERNS_5Index|RunRounds.*PageQuery.*TokenHashes'
 check "SGLang check_pages (page hashes)" '_ZN3sci15CheckPageHashes|RunRounds.*CheckPageHashes'
-# check_prefix prefetches nothing since 1.4: each page is one entry read in
-# the hold that follows its hash, with nothing to overlap it with (1.3
-# started a page's group and first-key lines together).
+# check_prefix prefetches each page's entry line from page 1 on, in the hold
+# that answered the page before, while the next page is hashed.
+check "SGLang check_prefix" '_ZN3sci11CheckPrefixERNS_5Index'
 # ChunkQuery::Blocks is shared by check_pages and check_tiers, so GCC may keep it
 # out of line: count it too.
 check "vLLM check_pages (CheckBlocks or its block pass)" '_ZN3sci4vllm11CheckBlocks|vllm.*Query(ILb[01]EE)?6Blocks'

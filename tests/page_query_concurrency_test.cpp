@@ -327,5 +327,96 @@ INSTANTIATE_TEST_SUITE_P(EveryPath, PageQueryTakingTurns,
                                   (info.param.labelled ? "UnderItsGroup" : "UnderNoGroup");
                          });
 
+// check_prefix's look-ahead against a writer (written by the outside review
+// of the change): readers ask for prefixes while the writer makes page K's
+// last two keys take turns (never both present) and now and then numbers a
+// new slot (plans resolved again mid-query). Every other page stays whole,
+// so most queries go through the look-ahead: the answer must be exactly K,
+// never more. Bounded by time (1.5 s a case).
+constexpr size_t kRacePages = 8;
+
+struct PrefixRaceCase {
+  uint32_t tp;
+  bool labelled;
+  size_t k;  // the page taking turns
+};
+
+class PrefixLookAheadRace : public ::testing::TestWithParam<PrefixRaceCase> {};
+
+TEST_P(PrefixLookAheadRace, AnswersExactlyTheStablePrefixWhileAPageTakesTurns) {
+  LayoutSpec spec;
+  spec.page_size = kPageSize;
+  spec.tp_size = GetParam().tp;
+  std::string error;
+  const auto layout = Layout::Create(spec, &error);
+  ASSERT_NE(layout, nullptr) << error;
+  std::vector<uint32_t> tokens(kRacePages * kPageSize);
+  std::iota(tokens.begin(), tokens.end(), 3u);
+  const auto hashes = PageHashesHex(tokens, kPageSize, false);
+  const size_t K = GetParam().k;
+  Index index(SGLangIndexOptions());
+  uint64_t seq = 1;
+  auto apply = [&](EventKind kind, const std::string& key, const std::string& group) {
+    const Event e{kind, key, group, {}, "cpu"};
+    index.ApplyBatch(seq++, std::span(&e, 1));
+  };
+  std::vector<std::string> kk;
+  std::string kgroup;
+  for (size_t p = 0; p < kRacePages; ++p) {
+    const auto keys = layout->KeysFor(hashes[p], p, kRacePages);
+    const std::string group = GetParam().labelled ? layout->GroupId(hashes[p]) : std::string();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (p == K && i + 2 >= keys.size()) continue;
+      apply(EventKind::kStored, keys[i], group);
+    }
+    if (p == K) kk = keys, kgroup = group;
+  }
+  std::atomic<bool> done{false};
+  std::atomic<long> wrong{0}, over{0}, queries{0}, deep{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      uint64_t rng = 88172645463325252ull + r;
+      while (!done.load(std::memory_order_acquire)) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        const size_t n = 1 + rng % kRacePages;
+        const std::span<const uint32_t> t(tokens.data(), n * kPageSize);
+        const PageQueryResult res = CheckPrefix(index, *layout, t, kPageSize);
+        const size_t want = std::min(K, n);
+        if (res.prefix_hits != want) wrong.fetch_add(1);
+        if (res.prefix_hits > want) over.fetch_add(1);
+        if (res.pages_examined != std::min(want + 1, n)) wrong.fetch_add(1);
+        if (n > K && K >= 1 && n >= 2) deep.fetch_add(1);
+        queries.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  int slot = 0;
+  long loops = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = kk.size() - 2; i < kk.size(); ++i) {
+      apply(EventKind::kStored, kk[i], kgroup);
+      apply(EventKind::kRemoved, kk[i], kgroup);
+    }
+    if (slot < 300 && (++loops % 64) == 0) {  // a brand-new slot: every plan goes stale
+      apply(EventKind::kStored, "newslot" + std::to_string(slot++) + "_" + hashes[0] + "_x" + std::to_string(slot),
+            {});
+    }
+  }
+  done.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(over.load(), 0) << "false hits, of " << queries.load();
+  EXPECT_EQ(wrong.load(), 0) << "wrong answers, of " << queries.load();
+  EXPECT_GT(queries.load(), 1000);
+  std::printf("tp%u labelled=%d K=%zu: %ld queries (%ld reaching the look-ahead), %d new slots\n", GetParam().tp,
+              GetParam().labelled, K, queries.load(), deep.load(), slot);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PrefixLookAheadRace,
+                         ::testing::Values(PrefixRaceCase{1, true, 1}, PrefixRaceCase{1, false, 3},
+                                           PrefixRaceCase{8, true, 2}, PrefixRaceCase{8, false, 5},
+                                           PrefixRaceCase{2, true, 7}));
+
 }  // namespace
 }  // namespace sci

@@ -652,7 +652,7 @@ TEST_F(PageQuery, PrefixIsTheLeadingRunOfCheckPagesForEveryPattern) {
   }
 }
 
-TEST_F(PageQuery, PrefixStopsAtTheFirstMissWithoutHashingOrLookingUpFurther) {
+TEST_F(PageQuery, PrefixStopsAtTheFirstMissHashingOnePageFurtherAndLookingUpNone) {
   const auto layout = Make(Mha(2, 1));
   const std::vector<uint32_t> tokens = Tokens(169);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
@@ -666,10 +666,38 @@ TEST_F(PageQuery, PrefixStopsAtTheFirstMissWithoutHashingOrLookingUpFurther) {
   const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize);
   EXPECT_EQ(r.prefix_hits, 2u);
   EXPECT_EQ(r.pages_examined, 3u);
-  // Three pages were hashed and counted as checked: none past the miss.
-  EXPECT_EQ(memo.pages_hashed() - hashed_before, 3u);
+  // Three pages were checked, none past the miss; four hashed: the page
+  // after the miss was hashed while the miss's entry was on its way.
+  EXPECT_EQ(memo.pages_hashed() - hashed_before, 4u);
   EXPECT_EQ(index_.GetStats().pages_checked - pages_before, 3u);
   EXPECT_EQ(index_.GetStats().page_hits, 2u);
+}
+
+// Wherever the first miss is, check_prefix looks up the pages up to it and
+// hashes one page further (the next page is hashed while a page's entry is
+// on its way), except past page 0, which is checked before anything else
+// is hashed, and past the prompt's last page.
+TEST_F(PageQuery, PrefixHashesAtMostOnePagePastTheMissAndNoneAfterAFirstPageMiss) {
+  const auto layout = Make(Mha(2, 1));
+  constexpr size_t kPagesInPrompt = 6;
+  const std::vector<uint32_t> tokens = Tokens(kPagesInPrompt, 6000);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  for (size_t miss = 0; miss <= kPagesInPrompt; ++miss) {  // kPagesInPrompt: no miss
+    index_.Clear();
+    for (size_t page = 0; page < kPagesInPrompt; ++page) {
+      if (page != miss) StorePage(*layout, hashes, page);
+    }
+    memo.Clear();
+    const uint64_t hashed_before = memo.pages_hashed();
+    const uint64_t checked_before = index_.GetStats().pages_checked;
+    const PageQueryResult r = CheckPrefix(index_, *layout, tokens, kPageSize);
+    const size_t examined = std::min(miss + 1, kPagesInPrompt);
+    EXPECT_EQ(r.prefix_hits, miss) << miss;
+    EXPECT_EQ(r.pages_examined, examined) << miss;
+    EXPECT_EQ(index_.GetStats().pages_checked - checked_before, examined) << miss;
+    EXPECT_EQ(memo.pages_hashed() - hashed_before, miss == 0 ? 1 : std::min(miss + 2, kPagesInPrompt)) << miss;
+  }
 }
 
 TEST_F(PageQuery, PrefixOfAnUnknownPromptHashesOnePage) {

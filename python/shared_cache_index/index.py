@@ -394,8 +394,8 @@ class Index:
     def check_prefix(self, layout: Layout, tokens: Tokens, block_size: int | None = None,
                      extras: RequestExtras | None = None) -> int:
         """The usable prefix in pages (``sci_index_check_prefix``): SGLang,
-        the leading run of pages fully present (pages after the first miss
-        are not even hashed); vLLM, Dynamo's answer in blocks. Arguments and
+        the leading run of pages fully present (nothing past the first miss
+        is looked up); vLLM, Dynamo's answer in blocks. Arguments and
         exceptions as ``check_pages``.
 
         Returns:

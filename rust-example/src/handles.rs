@@ -533,8 +533,8 @@ impl Index {
 
     /// The router's prefix query: how many leading pages of `tokens` are
     /// fully present under `layout`, stopping at the first page that is not.
-    /// Pages after it are neither hashed nor looked up, so an unrelated
-    /// prompt costs one page hash. Allocates nothing. A `block_size` other
+    /// No page after it is looked up (the next may be hashed), so an
+    /// unrelated prompt costs one page hash. Allocates nothing. A `block_size` other
     /// than the layout's [`block_size`](Layout::block_size) answers 0.
     ///
     /// On a vLLM layout this is Dynamo's answer, in blocks: the longest

@@ -218,7 +218,7 @@ impl SharedCacheIndex {
     }
 
     /// How many leading blocks of `tokens` are fully present (the only ones
-    /// SGLang loads): stops hashing at the first missing block. On a vLLM
+    /// SGLang loads): stops at the first missing block. On a vLLM
     /// layout, Dynamo's answer (the `L` of [`check_blocks`](SharedCacheIndex::check_blocks)).
     pub fn check_prefix_blocks(
         &self,

@@ -77,27 +77,47 @@ class PageQuery {
     return result;
   }
 
-  // The leading run of hit pages, one page at a time: nothing past the
-  // first miss is hashed or looked up (check_prefix). Each page is one hold
-  // and one entry read: its entry's fingerprint is computed before the hold.
+  // The leading run of hit pages (check_prefix). Page 0 is hashed and
+  // checked before anything else is hashed: most prompts a router asks
+  // about share no first page with the pool, and cost one page's hash and
+  // one entry read. From page 1 on, a page's entry line is prefetched and
+  // the next page hashed before the page is checked, so the line travels
+  // while SHA-256 runs instead of after it: the hold that answers page p
+  // prefetches page p+1's line (page 1's has a hold of its own). The page
+  // hashed past the first miss is never looked up, nor counted in
+  // pages_examined. Each page is answered in one hold that reads its entry.
   PageQueryResult Prefix() {
     PageQueryResult result;
     result.n_pages = n_pages_;
-    PendingPage pending;
+    PendingPage pending[2];
+    if (n_pages_ > 0) Prepare(0, pending[0]);
     for (size_t page = 0; page < n_pages_; ++page) {
-      Prepare(page, pending);
+      PendingPage& current = pending[page % 2];
+      PendingPage& next = pending[(page + 1) % 2];
+      const bool has_next = page + 1 < n_pages_;
       ++result.pages_examined;
-      if (!pending.checkable) break;
-      RunHooks(pending);
+      if (!current.checkable) break;
+      if (page == 1 && has_next && current.n_page_keys > 0) {
+        // Page 1's line, once a query: page 1 was hashed after page 0's
+        // hold. Every later page's line was prefetched by the hold before.
+        const Index::Reader reader(index_);
+        Prefetch(reader, current);
+      }
+      if (page > 0 && has_next) Prepare(page + 1, next);
+      RunHooks(current);
       uint8_t tier;
       {
         const Index::Reader reader(index_);
-        tier = Check(reader, pending);
+        tier = Check(reader, current);
+        // The next page's line, in the hold that answered this one: it
+        // travels while the page after it is hashed.
+        if (tier != MediumTiers::kAbsent && page > 0 && has_next) Prefetch(reader, next);
       }
       if (tier == MediumTiers::kAbsent) break;
       if (answered_by_entries_) ++result.fast_path;
       ++result.total_hits;
       ++result.prefix_hits;
+      if (page == 0 && has_next) Prepare(1, next);
     }
     return result;
   }

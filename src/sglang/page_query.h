@@ -17,8 +17,10 @@
 // once it is hashed and probed after the next round is, so on a prompt whose
 // table lines are cold the DRAM round trips overlap SHA-256 instead of
 // following it, and one reader-lock hold serves a round, not a page.
-// CheckPrefix cannot look ahead (it must not hash past the first miss): it
-// starts a page's group and first-key lookups together instead.
+// CheckPrefix looks one page ahead, from page 1 on: a page's entry line is
+// prefetched and the next page hashed before the page is checked, so at
+// most one page past the first miss is hashed (never looked up), and a
+// prompt whose first page misses costs that page's hash alone.
 //
 // Page digests come from the querying thread's PageDigestMemo when it has
 // hashed the same page input before (a shared prompt prefix), from SHA-256
@@ -67,10 +69,11 @@ PageQueryResult CheckPages(Index& index, const Layout& layout, std::span<const u
 
 // The router's prefix query: the leading run of fully present pages
 // (prefix_hits, equal to total_hits), stopping at the first page that is
-// not. Pages after it are neither hashed nor looked up: an unrelated prompt
-// costs one page hash and one lookup, whatever its length. n_pages is the
-// request's whole pages; pages_examined those hashed (the run, plus the miss
-// that ended it). Counted as one query of pages_examined pages.
+// not. No page after it is looked up, and only the next one is hashed (when
+// the miss is not page 0): an unrelated prompt costs one page hash and one
+// lookup, whatever its length. n_pages is the request's whole pages;
+// pages_examined those looked up (the run, plus the miss that ended it).
+// Counted as one query of pages_examined pages.
 PageQueryResult CheckPrefix(Index& index, const Layout& layout, std::span<const uint32_t> tokens,
                             uint32_t block_size, const PageQueryHooks* hooks = nullptr);
 
