@@ -50,6 +50,7 @@
 #include "index/fingerprint_table.h"
 #include "index/key_entry.h"
 #include "index/object_store.h"
+#include "index/split_table.h"
 #include "query_fixture.h"
 #include "sglang/layout.h"
 
@@ -264,7 +265,7 @@ struct AbsentFixture {
     }
     for (size_t i = 0; i < kPages; ++i) absent.emplace_back(Fingerprint{rng(), rng()});
   }
-  PageStore::Table table;
+  PageStore::Table::Part table;
   std::vector<PackedFingerprint> absent;
 };
 
@@ -292,6 +293,61 @@ void BM_AbsentPages(benchmark::State& state, double churn, bool renew) {
 BENCHMARK_CAPTURE(BM_AbsentPages, fresh, 0.0, true)->Name("page_store/absent/pages:1m/load:0.75/fresh");
 BENCHMARK_CAPTURE(BM_AbsentPages, renewed, 10.0, true)->Name("page_store/absent/pages:1m/load:0.75/churn:10x/renewed");
 BENCHMARK_CAPTURE(BM_AbsentPages, worn, 10.0, false)->Name("page_store/absent/pages:1m/load:0.75/churn:10x/never_renewed");
+
+// ---- a split table against one table (split_table.h, I58) ----
+
+// 16M random page entries (about 650 MB of page table: past the 512 MiB at
+// which a table splits) kept in one table, or in a table split into 64
+// parts from its second growth on, each part grown alone as it filled (the
+// parts of a pool that grew past the threshold, about 10 MiB each).
+struct SplitFixture {
+  static constexpr size_t kPages = 16'000'000;
+  explicit SplitFixture(bool split) : table(split ? 1 : ~size_t{0}) {
+    struct NoLock {
+      void Lock() {}
+      void Unlock() {}
+    } lock;
+    TableRenewals renewals;
+    std::mt19937_64 rng(23);
+    keys.reserve(kPages);
+    for (size_t i = 0; i < kPages; ++i) {
+      keys.emplace_back(Fingerprint{rng(), rng()});
+      table.MakeRoom(&keys.back(), lock, &renewals);
+      table.insert_absent(keys.back(), PageEntry{1, 0, 0});
+    }
+    std::shuffle(keys.begin(), keys.end(), rng);
+    for (size_t i = 0; i < 1'000'000; ++i) absent.emplace_back(Fingerprint{rng(), rng()});
+  }
+  PageStore::Table table;
+  std::vector<PackedFingerprint> keys;    // present, in random order
+  std::vector<PackedFingerprint> absent;
+};
+
+// Lookups of present (or absent) pages at random, eight prefetched then
+// read, as a page query does: DRAM-bound either way; what the split adds
+// is reading the part's header, and 10 MiB parts instead of one array.
+void BM_SplitLookup(benchmark::State& state, bool split, bool present) {
+  static SplitFixture* fixtures[2] = {};
+  SplitFixture*& fixture = fixtures[split ? 1 : 0];
+  if (fixture == nullptr) fixture = new SplitFixture(split);
+  const SplitFixture& f = *fixture;
+  const std::vector<PackedFingerprint>& keys = present ? f.keys : f.absent;
+  size_t next = 0, found = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kAhead; ++i) f.table.prefetch(keys[(next + i) % keys.size()]);
+    for (size_t i = 0; i < kAhead; ++i) found += f.table.find(keys[(next + i) % keys.size()]) != nullptr;
+    next = (next + kAhead) % keys.size();
+  }
+  if (found != (present ? state.iterations() * kAhead : 0)) state.SkipWithError("a wrong answer");
+  state.counters["split"] = f.table.split() ? 1 : 0;
+  state.counters["table_MB"] = static_cast<double>(f.table.allocated_bytes()) / 1e6;
+  state.counters["ns_per_page"] = benchmark::Counter(static_cast<double>(state.iterations() * kAhead),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK_CAPTURE(BM_SplitLookup, one_present, false, true)->Name("page_store/split/pages:16m/one_table/present");
+BENCHMARK_CAPTURE(BM_SplitLookup, split_present, true, true)->Name("page_store/split/pages:16m/64_parts/present");
+BENCHMARK_CAPTURE(BM_SplitLookup, one_absent, false, false)->Name("page_store/split/pages:16m/one_table/absent");
+BENCHMARK_CAPTURE(BM_SplitLookup, split_absent, true, false)->Name("page_store/split/pages:16m/64_parts/absent");
 
 // ---- writes: objects stored a second ----
 

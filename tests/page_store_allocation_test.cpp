@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "index/object_store.h"
+#include "index/split_table.h"
 #include "replaced_operator_new.h"
 
 namespace {
@@ -191,4 +192,52 @@ TEST(PageStoreAllocationFailure, ARenewalThatCannotAllocateIsSkippedAndTheStoreG
 }
 
 }  // namespace
+// The split of a full table into 64 parts (split_table.h, I58) with each
+// of its allocations failing in turn: it throws bad_alloc before any change
+// (the table still one, every key found), as a growth would; once nothing
+// fails, it splits.
+TEST(PageStoreAllocationFailure, ASplitThatCannotAllocateChangesNothing) {
+  using Table = SplitTable<PageEntry, 2>;
+  Table table(4 << 10);  // parts of a few buckets: from operator new, which fails here
+  NoLock lock;
+  TableRenewals renewals;
+  std::vector<PackedFingerprint> keys;
+  uint64_t n = 0;
+  const auto next_key = [&] { return PackedFingerprint(Fingerprint{++n * 0x9E3779B97F4A7C15ull, n * 0xD6E8FEB86659FD93ull}); };
+  for (;;) {
+    const PackedFingerprint key = next_key();
+    const Table::Part& one = table.part(0);
+    if (one.full() && one.GrownBytes() >= (4 << 10)) break;  // the next MakeRoom splits
+    table.MakeRoom(&key, lock, &renewals);
+    table.insert_absent(key, PageEntry{1, 0, 0});
+    keys.push_back(key);
+  }
+  const PackedFingerprint key = next_key();
+  long failures = 0;
+  for (long k = 0;; ++k) {
+    g_seen = 0;
+    g_fail_at = k;
+    bool threw = false;
+    try {
+      table.MakeRoom(&key, lock, &renewals);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    g_fail_at = -1;
+    if (!threw) {
+      EXPECT_LE(g_seen, k) << "an allocation failed and the split did not throw";
+      break;
+    }
+    ++failures;
+    ASSERT_FALSE(table.split()) << k;
+    ASSERT_EQ(table.Inconsistency(), "") << k;
+    for (const PackedFingerprint& kept : keys) ASSERT_NE(table.find(kept), nullptr) << k;
+  }
+  EXPECT_GE(failures, 64);  // one array a part
+  EXPECT_TRUE(table.split());
+  table.insert_absent(key, PageEntry{1, 0, 0});
+  for (const PackedFingerprint& kept : keys) ASSERT_NE(table.find(kept), nullptr);
+  EXPECT_EQ(table.Inconsistency(), "");
+}
+
 }  // namespace sci

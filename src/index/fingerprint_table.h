@@ -55,6 +55,9 @@
 
 namespace sci {
 
+template <typename Value, uint32_t Entries>
+class SplitTable;
+
 // A fingerprint as four 32-bit words: 4-byte aligned, so a 4-byte value
 // packs beside it with no padding.
 struct PackedFingerprint {
@@ -104,6 +107,7 @@ class FingerprintTable {
     std::swap(n_buckets_, other.n_buckets_);
     std::swap(size_, other.size_);
     std::swap(erased_, other.erased_);
+    std::swap(part_of_split_, other.part_of_split_);
   }
 
   size_t size() const { return size_; }
@@ -154,6 +158,8 @@ class FingerprintTable {
   // meanwhile), then swaps it in under the lock: readers never wait for a
   // rebuild, only for the swap.
   FingerprintTable Grown() const { return Rebuilt(BucketsToGrowTo(size_ + 1)); }
+  // The bytes Grown() would allocate.
+  size_t GrownBytes() const { return Buckets(BucketsToGrowTo(size_ + 1)) * sizeof(Bucket); }
 
   // Whether `entries` fit without a rebuild.
   bool holds(size_t entries) const { return entries <= MaxSize(); }
@@ -225,19 +231,17 @@ class FingerprintTable {
     return static_cast<size_t>(static_cast<double>(entries) / (kEntries * load)) + 1;
   }
   // The buckets a growth gives `entries`: at kGrowLoad, or kLargeGrowLoad
-  // once that many would weigh kLargeTableBytes.
-  static size_t BucketsToGrowTo(size_t entries) {
+  // once that many would weigh kLargeTableBytes, or in a part of a split
+  // table (split_table.h: a part of a table that was larger still).
+  size_t BucketsToGrowTo(size_t entries) const {
     const size_t n = BucketsFor(entries, kGrowLoad);
-    return n * sizeof(Bucket) >= kLargeTableBytes ? BucketsFor(entries, kLargeGrowLoad) : n;
+    return part_of_split_ || n * sizeof(Bucket) >= kLargeTableBytes ? BucketsFor(entries, kLargeGrowLoad) : n;
   }
 
   // This table's entries in a new array of n buckets; throws bad_alloc
   // before any change.
   FingerprintTable Rebuilt(size_t n) const {
-    if (n < kMinBuckets) n = kMinBuckets;
-    FingerprintTable grown;
-    grown.buckets_ = AllocateBuckets(n);
-    grown.n_buckets_ = n;
+    FingerprintTable grown = Empty(n, part_of_split_);
     grown.size_ = size_;
     for (size_t b = 0; b < n_buckets_; ++b) {
       const Bucket& bucket = buckets_[b];
@@ -315,12 +319,14 @@ class FingerprintTable {
     return "";
   }
 
-  // Forgets every entry and frees the bucket array.
+  // Forgets every entry and frees the bucket array (and is no part of a
+  // split table any more: SplitTable::clear joins its parts).
   void clear() {
     buckets_.reset();
     n_buckets_ = 0;
     size_ = 0;
     erased_ = 0;
+    part_of_split_ = false;
   }
 
   // Calls f(key, value) for every entry.
@@ -532,10 +538,56 @@ class FingerprintTable {
     return reinterpret_cast<void*>(aligned);
   }
 
+  // The buckets an array of at least n buckets has: all its memory holds.
+  // A mapped array is rounded up to whole pages (huge pages from 2 MiB,
+  // which it asks for: the kernel makes each resident whole as entries
+  // land in it), bought anyway, so they may as well hold buckets; the
+  // load is lower by as much (at most 2 MiB of buckets more).
+  static size_t Buckets(size_t n) {
+    if (n < kMinBuckets) n = kMinBuckets;
+    if (n * sizeof(Bucket) >= kMapBytes) n = MappedLength(n * sizeof(Bucket)) / sizeof(Bucket);
+    return n;
+  }
+  // An empty table of Buckets(n) buckets. Throws bad_alloc.
+  static FingerprintTable Empty(size_t n, bool part_of_split) {
+    n = Buckets(n);
+    FingerprintTable table;
+    table.buckets_ = AllocateBuckets(n);
+    table.n_buckets_ = n;
+    table.part_of_split_ = part_of_split;
+    return table;
+  }
+
+  // For SplitTable::Split: an empty part with the room a growth would give
+  // `entries`, and a key placed in it, knowing there is room.
+  friend class SplitTable<Value, Entries>;
+  // A part of 2 MiB or more takes the whole huge pages nearest its size,
+  // fewer rather than more while they leave it at most kSplitPartLoad
+  // full: the parts of a split are all about the same size, so rounding
+  // each up could add 2 MiB 64 times (an outside review measured 890 MiB
+  // of parts where a growth would have built 772).
+  static FingerprintTable PartOfSplit(size_t entries) {
+    FingerprintTable part;
+    part.part_of_split_ = true;
+    size_t n = part.BucketsToGrowTo(entries);
+    const size_t per_huge_page = kHugePage / sizeof(Bucket);
+    const size_t fewer = n / per_huge_page * per_huge_page;
+    if (fewer > 0 && static_cast<double>(entries) <= static_cast<double>(fewer * kEntries) * kSplitPartLoad) n = fewer;
+    return Empty(n, true);
+  }
+  static constexpr double kSplitPartLoad = 0.75;
+  void PlaceAbsent(const PackedFingerprint& key, const Value& value) {
+    Place(key, value);
+    ++size_;
+  }
+
   BucketArray buckets_;
   size_t n_buckets_ = 0;
   size_t size_ = 0;
   size_t erased_ = 0;  // erases since buckets_ was built (worn())
+  // A part of a split table (split_table.h): grows at kLargeGrowLoad
+  // whatever its bytes, as the table it is a part of would.
+  bool part_of_split_ = false;
 };
 
 }  // namespace sci

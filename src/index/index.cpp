@@ -19,7 +19,8 @@ Index::Index(IndexOptions options)
       max_entries_(options.max_entries == 0 ? IndexOptions::kDefaultMaxEntries : options.max_entries),
       residency_(options.residency),
       tiers_(std::move(options.tiers)),
-      digest_key_separator_(std::move(options.digest_key_separator)) {
+      digest_key_separator_(std::move(options.digest_key_separator)),
+      store_(options.split_table_bytes) {
   // (options.head_group_prefix: unused since 1.4, see IndexOptions.)
   // The map's media are numbered first, in its order, so that medium number
   // i is its i-th name (MediumTiers::media) for the index's life; names the

@@ -85,6 +85,10 @@ struct IndexOptions {
   // Media are known only under the per-medium rule; under the object rule
   // every key is at the slowest tier.
   MediumTiers tiers = {};
+  // A table whose next growth would reach this many bytes splits into 64
+  // parts instead, so that it grows a part at a time (split_table.h; 0:
+  // 512 MiB). Tests set 1, to run every path on split tables.
+  size_t split_table_bytes = 0;
 };
 
 class Index {

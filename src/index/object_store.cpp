@@ -56,15 +56,14 @@ SlotChange ObjectStore::Remove(const Place& place, MediaSet medium) {
     change.media = left;
     return change;
   }
-  whole_.erase(entry);
+  whole_.erase(PackedFingerprint(place.whole), entry);
   return change;
 }
 
 void ObjectStore::ClearTenant(uint64_t tenant_seed) {
   const uint32_t tag = TenantTag(tenant_seed);
   pages_.ClearTenant(tag);
-  whole_.erase_if(0, whole_.bucket_count(),
-                  [&](const PackedFingerprint& key, const WholeEntry&) { return TenantTagOf(key.Unpack()) == tag; });
+  whole_.erase_if([&](const PackedFingerprint& key, const WholeEntry&) { return TenantTagOf(key.Unpack()) == tag; });
 }
 
 std::string ObjectStore::Inconsistency() const {

@@ -26,6 +26,7 @@
 #include "index/page_store.h"
 #include "index/slot_names.h"
 #include "index/slot_plan.h"
+#include "index/split_table.h"
 
 namespace sci {
 
@@ -35,9 +36,13 @@ class ObjectStore {
   struct WholeEntry {
     uint32_t media = 0;
   };
-  using WholeTable = FingerprintTable<WholeEntry, 3>;
+  using WholeTable = SplitTable<WholeEntry, 3>;
 
  public:
+  // `split_bytes`: when a table splits into parts (split_table.h; 0: its
+  // default). Tests pass a few KiB, to run every path on split tables.
+  explicit ObjectStore(size_t split_bytes = 0) : pages_(split_bytes), whole_(split_bytes) {}
+
   // Where a key lives: a slot of a page, or whole.
   struct Place {
     bool in_page = false;
@@ -85,27 +90,22 @@ class ObjectStore {
   // `buckets` buckets, telling `gone(media, count)` of them, and returns
   // whether any table is left to walk. `walk` starts zeroed.
   struct TenantWalk {
-    int table = 0;      // 0: the pages, 1: the whole keys, 2: done
-    size_t bucket = 0;  // the next bucket of that table
+    int table = 0;         // 0: the pages, 1: the whole keys, 2: done
+    SplitTableCursor at;   // where in that table (a part and a bucket)
   };
   template <typename Gone>
   bool ClearTenantRun(uint32_t tag, TenantWalk* walk, size_t buckets, Gone&& gone) {
     if (walk->table == 0) {
-      const size_t last = std::min(walk->bucket + buckets, pages_.table().bucket_count());
-      pages_.ClearTenantRun(tag, walk->bucket, last, gone);
-      walk->bucket = last;
-      if (last == pages_.table().bucket_count()) *walk = TenantWalk{1, 0};
+      if (!pages_.ClearTenantRun(tag, &walk->at, buckets, gone)) *walk = TenantWalk{1, {}};
       return true;
     }
     if (walk->table == 1) {
-      const size_t last = std::min(walk->bucket + buckets, whole_.bucket_count());
-      whole_.erase_if(walk->bucket, last, [&](const PackedFingerprint& key, const WholeEntry& entry) {
+      const bool more = whole_.erase_if_run(&walk->at, buckets, [&](const PackedFingerprint& key, const WholeEntry& entry) {
         if (TenantTagOf(key.Unpack()) != tag) return false;
         gone(static_cast<MediaSet>(entry.media), 1);
         return true;
       });
-      walk->bucket = last;
-      if (last == whole_.bucket_count()) *walk = TenantWalk{2, 0};
+      if (!more) *walk = TenantWalk{2, {}};
     }
     return walk->table != 2;
   }
@@ -120,19 +120,24 @@ class ObjectStore {
   }
 
   // Growth without a pause for readers: ahead of a store at `place`, grows
-  // the table it may insert into if that is full, or renews it if erases
-  // have worn it (FingerprintTable::worn), building the new table with no
-  // lock held (the writer is the only thread that changes the store, so it
-  // may read it unlocked) and swapping it in under `lock` (a TableLock,
-  // held exclusively for the swap); the old array is freed after the lock
-  // is released. A store then never rebuilds a table under the lock.
+  // the table (or the part of a split table: split_table.h) it may insert
+  // into if that is full, or renews it if erases have worn it
+  // (FingerprintTable::worn), building the new array with no lock held (the
+  // writer is the only thread that changes the store, so it may read it
+  // unlocked) and swapping it in under `lock` (a TableLock, held
+  // exclusively for the swap); the old array is freed after the lock is
+  // released. A store then never rebuilds a table under the lock.
   template <typename Lock>
   void MakeRoom(const Place& place, Lock& lock) {
-    // A decomposing key with no slot number yet will most likely get one.
-    if (place.in_page || place.past_slot_capacity) {
-      RebuildIfDue(pages_.table(), [this](PageStore::Table& t) { pages_.SwapTable(t); }, lock);
+    if (place.in_page) pages_.MakeRoom(&place.page, lock, &renewals_);
+    // A decomposing key with no slot number yet will most likely get one,
+    // and its page entry's part is not known until it has: every full
+    // part of the page table grows.
+    if (place.past_slot_capacity) pages_.MakeRoom(nullptr, lock, &renewals_);
+    if (!place.in_page) {
+      const PackedFingerprint key(place.whole);
+      whole_.MakeRoom(&key, lock, &renewals_);
     }
-    if (!place.in_page) RebuildIfDue(whole_, [this](WholeTable& t) { whole_.swap(t); }, lock);
   }
   // Brings the line a store or removal at `place` will touch into cache.
   void Prefetch(const Place& place) const {
@@ -235,41 +240,15 @@ class ObjectStore {
   uint64_t stores_past_slot_capacity() const { return stores_past_slot_capacity_; }
   // Tables MakeRoom renewed (FingerprintTable::worn), and renewals skipped
   // because they could not allocate. For tests.
-  uint64_t renewals() const { return renewals_; }
-  uint64_t renewals_skipped() const { return renewals_skipped_; }
+  uint64_t renewals() const { return renewals_.done; }
+  uint64_t renewals_skipped() const { return renewals_.skipped; }
 
  private:
-  // A table's growth or renewal (MakeRoom). A renewal that cannot allocate
-  // is skipped: the worn table still answers exactly, only slower, and the
-  // next store tries again; a growth that cannot throws bad_alloc before
-  // any change, as the store itself would.
-  template <typename Table, typename SwapIn, typename Lock>
-  void RebuildIfDue(const Table& table, SwapIn&& swap_in, Lock& lock) {
-    Table rebuilt;
-    if (table.full()) {
-      rebuilt = table.Grown();
-    } else if (table.worn()) {
-      try {
-        rebuilt = table.Renewed();
-      } catch (const std::bad_alloc&) {
-        ++renewals_skipped_;
-        return;
-      }
-      ++renewals_;
-    } else {
-      return;
-    }
-    lock.Lock();
-    swap_in(rebuilt);
-    lock.Unlock();
-  }
-
   PageStore pages_;
   SlotNames slot_names_;
   WholeTable whole_;
   uint64_t stores_past_slot_capacity_ = 0;
-  uint64_t renewals_ = 0;          // tables renewed by MakeRoom
-  uint64_t renewals_skipped_ = 0;  // renewals that could not allocate
+  TableRenewals renewals_;  // by MakeRoom, and those skipped for memory
 };
 
 }  // namespace sci

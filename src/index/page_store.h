@@ -46,6 +46,7 @@
 #include "index/key_entry.h"
 #include "index/key_shape.h"
 #include "index/slot_names.h"
+#include "index/split_table.h"
 
 namespace sci {
 
@@ -81,7 +82,11 @@ struct SlotChange {
 
 class PageStore {
  public:
-  using Table = FingerprintTable<PageEntry, 2>;
+  using Table = SplitTable<PageEntry, 2>;
+
+  // `split_bytes`: when the page table splits into parts (split_table.h;
+  // 0: its default).
+  explicit PageStore(size_t split_bytes = 0) : table_(split_bytes) {}
 
   // The fingerprint of a page's entry for slot bank `bank`: XXH3-128 of
   // all 32 bytes of the digest, seeded by the tenant, the bank and the
@@ -117,7 +122,7 @@ class PageStore {
     try {
       SetMedia(page, *entry, slot, change.media);
     } catch (const std::bad_alloc&) {
-      if (new_page) table_.erase(entry);
+      if (new_page) table_.erase(key, entry);
       throw;
     }
     entry->set_slots(entry->slots() | bit);
@@ -167,7 +172,7 @@ class PageStore {
         FoldIfUniform(page, *entry, slots);
       }
     }
-    if (slots == 0) table_.erase(entry);
+    if (slots == 0) table_.erase(key, entry);
     return change;
   }
   // Whether the slot went (false when absent, or kept on another medium).
@@ -177,14 +182,14 @@ class PageStore {
   }
 
   // Drops the pages of the tenant whose tag is `tag` (fingerprint.h), and
-  // of any tenant sharing it (a miss, never a false hit), in buckets
-  // [first, last) of the table; `gone(media, slots)` hears of each page's
-  // present slots as they go (a page of mixed media once per slot). Never
-  // allocates. A bounded run, so that the caller can release its lock
-  // between runs.
+  // of any tenant sharing it (a miss, never a false hit), in the next
+  // `buckets` buckets of the table from `cursor` on; `gone(media, slots)`
+  // hears of each page's present slots as they go (a page of mixed media
+  // once per slot). Returns whether buckets are left. Never allocates. A
+  // bounded run, so that the caller can release its lock between runs.
   template <typename Gone>
-  void ClearTenantRun(uint32_t tag, size_t first, size_t last, Gone&& gone) {
-    table_.erase_if(first, last, [&](const PackedFingerprint& key, const PageEntry& entry) {
+  bool ClearTenantRun(uint32_t tag, Table::Cursor* cursor, size_t buckets, Gone&& gone) {
+    return table_.erase_if_run(cursor, buckets, [&](const PackedFingerprint& key, const PageEntry& entry) {
       const Fingerprint page = key.Unpack();
       if (TenantTagOf(page) != tag) return false;
       slots_present_ -= static_cast<uint64_t>(std::popcount(entry.slots()));
@@ -208,15 +213,20 @@ class PageStore {
     mixed_.swap(other.mixed_);
     std::swap(slots_present_, other.slots_present_);
   }
-  // Puts `grown` (a Grown() copy of the table, made without the lock) in
-  // place of the table; the old array is left in `grown`, to be freed
-  // after the lock is released.
-  void SwapTable(Table& grown) noexcept { table_.swap(grown); }
+  // Makes room for a store into `page`'s entry (null: a page not known
+  // yet) without a pause for readers: SplitTable::MakeRoom.
+  template <typename Lock>
+  void MakeRoom(const Fingerprint* page, Lock& lock, TableRenewals* renewals) {
+    if (page == nullptr) return table_.MakeRoom(nullptr, lock, renewals);
+    const PackedFingerprint key(*page);
+    table_.MakeRoom(&key, lock, renewals);
+  }
 
   // Drops every page of the tenant whose tag is `tag` (fingerprint.h), and
   // of any tenant sharing it (a miss, never a false hit).
   void ClearTenant(uint32_t tag) {
-    ClearTenantRun(tag, 0, table_.bucket_count(), [](MediaSet, uint64_t) {});
+    Table::Cursor all;
+    ClearTenantRun(tag, &all, SIZE_MAX, [](MediaSet, uint64_t) {});
   }
 
   void Clear() {
