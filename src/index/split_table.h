@@ -15,7 +15,7 @@
 // page, so their lookups lose the transparent huge pages a whole table
 // gets (a first try, parts for every table, cost cold lookups 15-23%).
 // A table stays whole while its growths stay under kSplitBytes (512 MiB:
-// the page table of about 170M tp8 objects), a peak under 1 GB; the
+// the page table of about 210M tp8 objects), a peak under 1 GB; the
 // growth that would reach it splits it instead (Split): the same peak as
 // that growth, once. Past it, lookups cost 7% more (page_store_bench,
 // page_store/split: 16M pages, present and absent). A split table never
