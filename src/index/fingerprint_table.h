@@ -558,18 +558,16 @@ class FingerprintTable {
     return table;
   }
 
-  // For SplitTable::Split: an empty part with the room a growth would give
-  // `entries`, and a key placed in it, knowing there is room.
+  // For SplitTable::Split: an empty part with the room a growth of a part
+  // would give `entries` (at kLargeGrowLoad), and a key placed in it,
+  // knowing there is room. A part of 2 MiB or more takes the whole huge
+  // pages nearest its size, fewer rather than more while they leave it at
+  // most kSplitPartLoad full: the parts of a split are all about the same
+  // size, so rounding each up could add 2 MiB 64 times (an outside review
+  // measured 890 MiB of parts where a growth would have built 772).
   friend class SplitTable<Value, Entries>;
-  // A part of 2 MiB or more takes the whole huge pages nearest its size,
-  // fewer rather than more while they leave it at most kSplitPartLoad
-  // full: the parts of a split are all about the same size, so rounding
-  // each up could add 2 MiB 64 times (an outside review measured 890 MiB
-  // of parts where a growth would have built 772).
   static FingerprintTable PartOfSplit(size_t entries) {
-    FingerprintTable part;
-    part.part_of_split_ = true;
-    size_t n = part.BucketsToGrowTo(entries);
+    size_t n = BucketsFor(entries, kLargeGrowLoad);
     const size_t per_huge_page = kHugePage / sizeof(Bucket);
     const size_t fewer = n / per_huge_page * per_huge_page;
     if (fewer > 0 && static_cast<double>(entries) <= static_cast<double>(fewer * kEntries) * kSplitPartLoad) n = fewer;
