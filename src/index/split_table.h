@@ -169,11 +169,11 @@ class SplitTable {
   // of a key whose part is not known yet, a slot about to be numbered):
   // grows the part it goes to if that is full, or renews it if erases have
   // worn it (FingerprintTable::worn), or splits the one table if it is
-  // full at kSplitBytes; with no key, grows every full part. Each new array
-  // is built with no lock held (only the writer changes tables, so it may
-  // read them unlocked) and swapped in under `lock` (held exclusively for
-  // the swap); old arrays are freed after it is released. A store then never
-  // rebuilds under the lock. A growth or split that cannot allocate throws
+  // full and its growth would reach split_bytes; with no key, grows every
+  // full part. Each new array is built with no lock held (only the writer
+  // changes tables, so it may read them unlocked) and swapped in under
+  // `lock` (held exclusively for the swap); old arrays are freed after it
+  // is released. A store then never rebuilds under the lock. A growth or split that cannot allocate throws
   // bad_alloc before any change, as the store itself would; a renewal that
   // cannot is skipped (the worn part still answers exactly, only slower).
   template <typename Lock>
