@@ -76,7 +76,11 @@ Resident MeasureResident(uint64_t n, Build&& build, Check&& check) {
 // Fills `index` with `n` keys shaped like SGLang objects of other prompts
 // ("<64 hex>_<rank>_k"), in batches of 64 like the real publisher, starting
 // at sequence `*sequence`. Returns nothing; keys are not kept.
-inline void FillWithForeignKeys(Index& index, uint64_t n, uint64_t* sequence, uint64_t salt = 0) {
+// `decomposing`: SGLang-shaped keys (a 64-hex-digit page hash: page
+// entries, one key a page); false: 32 hex digits, which no page holds, so
+// every key is kept whole (the per-object table).
+inline void FillWithForeignKeys(Index& index, uint64_t n, uint64_t* sequence, uint64_t salt = 0,
+                                bool decomposing = true) {
   constexpr size_t kBatch = 64;
   std::vector<std::string> keys(kBatch);
   std::vector<Event> batch(kBatch);
@@ -85,10 +89,14 @@ inline void FillWithForeignKeys(Index& index, uint64_t n, uint64_t* sequence, ui
     const size_t count = static_cast<size_t>(std::min<uint64_t>(kBatch, n - done));
     for (size_t i = 0; i < count; ++i) {
       const uint64_t id = done + i;
-      const int len = std::snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx_%u_k",
-                                    static_cast<unsigned long long>(id * 0x9E3779B97F4A7C15ull + salt),
-                                    static_cast<unsigned long long>(id), 0ull, static_cast<unsigned long long>(salt),
-                                    static_cast<unsigned>(id % 8));
+      const int len = decomposing
+                          ? std::snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx_%u_k",
+                                          static_cast<unsigned long long>(id * 0x9E3779B97F4A7C15ull + salt),
+                                          static_cast<unsigned long long>(id), 0ull,
+                                          static_cast<unsigned long long>(salt), static_cast<unsigned>(id % 8))
+                          : std::snprintf(buf, sizeof buf, "%016llx%016llx_%u_k",
+                                          static_cast<unsigned long long>(id * 0x9E3779B97F4A7C15ull + salt),
+                                          static_cast<unsigned long long>(id), static_cast<unsigned>(id % 8));
       keys[i].assign(buf, static_cast<size_t>(len));
       batch[i] = Event{EventKind::kStored, keys[i], {}, {}, {}};
     }

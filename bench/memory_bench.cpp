@@ -9,6 +9,10 @@
 //   memory/tp1_pages/keys:<size>  tp1 pages: 2 keys (_0_k, _0_v) a page
 //   .../per_medium                the same under the per-medium residency
 //                                 rule (a key's media beside its group ref)
+//   memory/whole_keys:<size>      keys with no 64-hex-digit page hash: each
+//                                 kept whole, in the per-object table; at
+//                                 100m also .../one_table, never split
+//                                 (split_table.h), for the split's effect
 //
 // bytes_per_key is (resident after filling - resident before) / keys. Before
 // measuring, malloc_trim hands memory freed by earlier runs back to the
@@ -21,6 +25,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "sglang/layout.h"
@@ -30,9 +35,11 @@
 namespace sci::bench {
 namespace {
 
-enum class Shape { kKeysOnly, kTp8Pages, kTp1Pages };
+enum class Shape { kKeysOnly, kWholeKeys, kTp8Pages, kTp1Pages };
 
-void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency residency = Residency::kObject) {
+// `split_table_bytes`: IndexOptions' (0: the default, 512 MiB).
+void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency residency = Residency::kObject,
+                     size_t split_table_bytes = 0) {
   Resident r;
   uint64_t groups = 0;
   for (auto _ : state) {
@@ -40,10 +47,11 @@ void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency
         n,
         [&] {
           auto index = std::make_unique<Index>(
-              SGLangIndexOptions(IndexOptions{.max_entries = 2 * n + 1, .residency = residency}));
+              SGLangIndexOptions(IndexOptions{
+                  .max_entries = 2 * n + 1, .residency = residency, .split_table_bytes = split_table_bytes}));
           uint64_t sequence = 1;
-          if (shape == Shape::kKeysOnly) {
-            FillWithForeignKeys(*index, n, &sequence);
+          if (shape == Shape::kKeysOnly || shape == Shape::kWholeKeys) {
+            FillWithForeignKeys(*index, n, &sequence, /*salt=*/0, /*decomposing=*/shape == Shape::kKeysOnly);
           } else {
             ApplyForeignPages(*index, 0, n, /*stored=*/true, /*salt=*/7, &sequence, "cpu",
                               shape == Shape::kTp1Pages ? 2 : 16);
@@ -53,6 +61,7 @@ void BM_MemoryPerKey(benchmark::State& state, Shape shape, uint64_t n, Residency
         [&](const Index& index) {
           const Stats stats = index.GetStats();
           if (stats.keys != n) state.SkipWithError("the index does not hold every key");
+          if (shape == Shape::kWholeKeys && stats.groups != 0) state.SkipWithError("a key was filed in a page entry");
           groups = stats.groups;
         });
   }
@@ -83,6 +92,15 @@ BENCHMARK_CAPTURE(BM_MemoryPerKey, tp1_pages10m, Shape::kTp1Pages, 10'000'000)
     ->Name("memory/tp1_pages/keys:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, tp1_pages30m, Shape::kTp1Pages, 30'000'000)
     ->Name("memory/tp1_pages/keys:30m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, whole10k, Shape::kWholeKeys, 10'000)
+    ->Name("memory/whole_keys:10k")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, whole10m, Shape::kWholeKeys, 10'000'000)
+    ->Name("memory/whole_keys:10m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, whole100m, Shape::kWholeKeys, 100'000'000)
+    ->Name("memory/whole_keys:100m")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryPerKey, whole100m_one_table, Shape::kWholeKeys, 100'000'000, Residency::kObject,
+                  std::numeric_limits<size_t>::max())
+    ->Name("memory/whole_keys:100m/one_table")->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MemoryPerKey, pages10m_per_medium, Shape::kTp8Pages, 10'000'000, Residency::kPerMedium)
     ->Name("memory/tp8_pages/keys:10m/per_medium")->Iterations(1)->Unit(benchmark::kMillisecond);
 
