@@ -18,8 +18,7 @@
 //                  reference index loaded with the same keys, kept alive):
 //                  the buffer, libcurl, the parser -- and, conservatively,
 //                  the in-process HTTP server and publisher (negative when
-//                  the resync's reserved tables, Index::ReserveKeys, are
-//                  fuller than the reference's grown ones)
+//                  the resynced index takes less than the reference)
 //   index_MB       that reference index
 //   overhead_beyond_resynced_index_MB  peak RSS during the resync minus the
 //                  RSS once it is over (the subscriber stopped, its buffers

@@ -334,8 +334,7 @@ def targets_table(r):
             f"{rate / 1e6:.2f}", rate >= 1e6 and overhead <= 64,
             f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; "
             f"index {fmt(r.counter(name, 'index_MB'), ' MB')}"
-            + ("; negative: the resync's tables, sized for the snapshot before the load, take less than the "
-               "reference index grown key by key, so the whole resync peaked below a grown index"
+            + ("; negative: the resynced index took less than the reference index grown event by event"
                if overhead < 0 else ""))
 
     # 8. Memory.
@@ -504,7 +503,7 @@ def scale_rows(r, row):
             rate >= 1e6 and overhead <= 64,
             f"live stream {fmt(r.counter(name, 'live_events_per_s') / 1e3, 'k')} events/s; peak RSS during the "
             f"resync minus RSS once it is over (index {fmt(r.counter(name, 'index_MB'), ' MB')} when built by "
-            f"growth; the resync sizes its key tables for the snapshot first)"
+            f"growth; the resync's grows as the snapshot loads)"
             + (f"; stream held meanwhile {fmt(r.counter(name, 'stream_MB_held'), ' MB')}, all but 32 MiB"
                " of it in the file (page cache, not resident)" if r.counter(name, "stream_MB_held") else ""))
 

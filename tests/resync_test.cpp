@@ -75,23 +75,6 @@ TEST(IndexConcealed, AConcealedIndexAnswersMissOnEveryReadPathUntilRevealed) {
   }
 }
 
-// Room for a snapshot's keys is made before its load, bounded by
-// max_entries however large the estimate: a Content-Length that promises
-// petabytes costs nothing.
-TEST(IndexReserve, ReservesAtMostMaxEntriesAndLoadsAsBefore) {
-  testing::LogCapture log;
-  Index index(IndexOptions{.max_entries = 10000});
-  index.ReserveKeys(uint64_t{1} << 50);
-  EXPECT_TRUE(log.At(LogLevel::kWarn).empty());  // no attempt at a huge table
-  std::vector<std::string> keys;
-  for (int i = 0; i < 5000; ++i) keys.push_back("reserved-" + std::to_string(i));
-  const std::vector<std::string_view> views(keys.begin(), keys.end());
-  index.LoadKeys(views);
-  EXPECT_EQ(index.GetStats().keys, 5000u);
-  for (const std::string& key : keys) EXPECT_TRUE(index.Contains({}, key));
-  EXPECT_FALSE(index.Contains({}, "reserved-5000"));
-}
-
 TEST(ResyncTest, LateJoinSeesObjectsStoredBeforeItStarted) {
   Master master;
   for (int i = 0; i < 100; ++i) master.StoreLost("early-" + std::to_string(i));  // nobody listening yet

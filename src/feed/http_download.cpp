@@ -34,7 +34,6 @@ struct Transfer {
   long status = 0;
   std::string sink_error;  // set when the sink (or the status check) aborted
   curl_off_t received = 0;
-  int64_t* content_length = nullptr;  // HttpDownload::content_length_
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
@@ -43,10 +42,6 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   if (!t->status_checked) {
     t->status_checked = true;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-    curl_off_t length = -1;
-    if (curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK) {
-      *t->content_length = static_cast<int64_t>(length);
-    }
   }
   // Anything but 200 (an error page, a redirect's body) is not data.
   if (t->status != 200) {
@@ -100,7 +95,6 @@ bool HttpDownload::Run(const HttpRequest& request, const BodySink& sink, std::st
   Transfer transfer;
   transfer.sink = &sink;
   transfer.easy = easy;
-  transfer.content_length = &content_length_;
 
   curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");

@@ -48,16 +48,10 @@ class HttpDownload {
   // From any thread, any number of times: makes Run return false promptly.
   void Cancel();
 
-  // The body's length from its Content-Length header, known from the first
-  // chunk the sink receives on (-1: not sent, or no chunk yet). Read on
-  // Run's thread (from the sink).
-  int64_t content_length() const { return content_length_; }
-
  private:
   struct Handles;  // libcurl stays out of this header
   Handles* handles_;
   std::atomic<bool> cancelled_{false};
-  int64_t content_length_ = -1;
 };
 
 }  // namespace sci

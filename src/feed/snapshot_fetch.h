@@ -36,9 +36,6 @@ class SnapshotFetch {
 
  private:
   void Run(Index& index, const HttpRequest& request, WakeSignal& done) noexcept;
-  // Sizes the index's key tables for the whole snapshot, estimated from the
-  // body's Content-Length and the first keys parsed.
-  void ReserveForSnapshot(Index& index, std::span<const std::string_view> first_keys) const;
 
   HttpDownload download_;
   bool ok_ = false;

@@ -334,11 +334,6 @@ Index::KeyName Index::NameKey(uint64_t tenant_seed, std::string_view object_key)
   return name;
 }
 
-void Index::ReserveKeys(uint64_t keys) {
-  // See the header: nothing to reserve since 1.4.
-  (void)keys;
-}
-
 bool Index::HasRoom() const { return key_count_.load(std::memory_order_relaxed) < max_entries_; }
 
 void Index::StoreKey(const KeyName& key, MediaSet medium) {

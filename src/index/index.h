@@ -168,12 +168,6 @@ class Index {
   // applies as for stored events. A snapshot key is then what a stored
   // event makes it: the first query of its page costs what any costs.
   void LoadKeys(std::span<const std::string_view> keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
-  // A snapshot of about `keys` keys is coming. Since 1.4 it reserves
-  // nothing: the store's tables grow outside the lock (readers never wait
-  // for a rebuild), and a rebuild holds a sixteenth of 1.3's arrays (a page
-  // entry for a tp8 page's 16 keys), while a guess of pages from keys
-  // would overshoot every layout but the one guessed. Kept for callers.
-  void ReserveKeys(uint64_t keys) ABSL_LOCKS_EXCLUDED(apply_mu_, tables_lock_);
 
   // ---- reader side (any number of threads, concurrently with the writer) ----
 
