@@ -16,6 +16,14 @@
 //   repeated  the memo holds the prompt's pages (it was queried twice
 //             before): no page is rehashed.
 //
+// Layouts in turn (a router thread serving several models):
+//
+//   check_pages/tp8/p<1|16|169>/keys:1m/hits:all/fastpath/prompts:fresh/layouts_in_turn:<1|2>
+//
+// each call asks with the next of 1 or 2 handles of the same tp8 layout, so
+// with 2 every query's layout is not the one its thread asked about last
+// (the slot plans the thread keeps: query/query_plans.h).
+//
 // Counters: pages, required_keys (keys the request's pages need), hits,
 // fast_path, and the time per page and per required key (CPU time).
 // Compare against sha256/* in hash_bench for the hashing floor, or read
@@ -28,6 +36,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,6 +94,27 @@ void BM_CheckPages(benchmark::State& state, const Case& c) {
   state.counters["fast_path"] = static_cast<double>(result.fast_path);
   state.counters["per_page"] = benchmark::Counter(static_cast<double>(request.spec.pages), per);
   state.counters["per_key"] = benchmark::Counter(static_cast<double>(request.required_keys), per);
+}
+
+// check_pages through `layouts` handles of the request's layout in turn,
+// the memo cleared before each call.
+void BM_LayoutsInTurn(benchmark::State& state, const RequestSpec& spec, size_t layouts) {
+  QueryFixture& fixture = QueryFixture::ForSize(SizeNamed("1m"));
+  const Request& request = fixture.request(spec);
+  std::vector<std::unique_ptr<const Layout>> handles;
+  for (size_t i = 0; i < layouts; ++i) handles.push_back(LayoutNamed(spec.layout));
+  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  std::vector<uint8_t> hits(spec.pages);
+  PageQueryResult result;
+  size_t call = 0;
+  for (auto _ : state) {
+    memo.Clear();
+    result = CheckPages(fixture.index(), *handles[call++ % layouts], request.tokens, kPageSize, hits);
+    benchmark::DoNotOptimize(result);
+  }
+  if (result.total_hits != request.stored_pages || result.fast_path != request.stored_pages) {
+    state.SkipWithError("unexpected answer: the workload is not what its name says");
+  }
 }
 
 // The hashing-floor ratio measured pairwise: each iteration times SHA-256 of
@@ -174,6 +204,17 @@ const bool kRegistered = [] {
   for (const Case& c : Cases()) {
     QueryFixture::Register(SizeNamed(c.size), c.request());
     benchmark::RegisterBenchmark(c.name().c_str(), BM_CheckPages, c)->Unit(benchmark::kMicrosecond);
+  }
+  for (size_t pages : {1, 16, 169}) {
+    const RequestSpec spec{"tp8", pages, HitMix::kAll};
+    QueryFixture::Register(SizeNamed("1m"), spec);
+    for (size_t layouts : {1, 2}) {
+      benchmark::RegisterBenchmark(("check_pages/tp8/p" + std::to_string(pages) +
+                                    "/keys:1m/hits:all/fastpath/prompts:fresh/layouts_in_turn:" + std::to_string(layouts))
+                                       .c_str(),
+                                   BM_LayoutsInTurn, spec, layouts)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   return true;
 }();

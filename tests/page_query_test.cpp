@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "index/index.h"
+#include "query/query_plans.h"
 #include "sglang/layout.h"
 #include "sglang/page_hash.h"
 #include "sglang/page_query.h"
@@ -520,6 +522,69 @@ TEST_F(PageQuery, ALayoutNeedingMoreSlotsMissesUntilTheyAreStored) {
     const PageQueryResult answered = Check(*tp2, tokens);
     EXPECT_EQ(answered.fast_path, answered.total_hits);  // 1.4: every hit reads its entry
   }
+}
+
+// The thread keeps tp2's plan while tp1 is queried (QueryPlans keeps a set
+// per layout): the slots numbered meanwhile make it stale, and tp2's next
+// query makes it current again before it answers.
+TEST_F(PageQuery, APlanKeptWhileAnotherLayoutIsQueriedSeesSlotsNumberedMeanwhile) {
+  const auto tp1 = Make(Mha(1, 1));
+  const auto tp2 = Make(Mha(2, 1));
+  const std::vector<uint32_t> tokens = Tokens(2);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*tp1, hashes);
+  EXPECT_EQ(Check(*tp2, tokens).total_hits, 0u);  // its plan: _1_k and _1_v never stored
+  EXPECT_EQ(Check(*tp1, tokens).total_hits, 2u);
+  StoreAll(*tp2, hashes);  // numbers _1_k and _1_v
+  EXPECT_EQ(Check(*tp1, tokens).total_hits, 2u);
+  const PageQueryResult r = Check(*tp2, tokens);
+  EXPECT_EQ(r.total_hits, 2u);
+  EXPECT_EQ(r.fast_path, r.total_hits);
+}
+
+// Queries nested in one on its thread (as from a log callback), between
+// its rounds: one of its layout, then more layouts than the thread keeps
+// plan sets for (the last replaces the least recently used set not in
+// use). Each takes plans of its own, never the outer query's (I48): had
+// tp1's plan replaced tp2's under the outer query, page 2, whose tp1
+// objects alone are stored, would answer a hit for tp2.
+TEST_F(PageQuery, QueriesNestedInAQueryNeverTakeItsPlans) {
+  const auto tp2 = Make(Mha(2, 1));
+  std::vector<std::unique_ptr<const Layout>> others;  // handles of tp1 (needs a subset of tp2's slots)
+  for (size_t i = 0; i < QueryPlans::kSetsPerThread; ++i) others.push_back(Make(Mha(1, 1)));
+  const std::vector<uint32_t> tokens = Tokens(3);
+  const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
+  StoreAll(*others[0], hashes);
+  StoreAll(*tp2, {hashes[0], hashes[1]});  // tp2: pages 0 and 1 only
+  struct Nested {
+    Index* index;
+    std::vector<const Layout*> layouts;
+    const std::vector<uint32_t>* tokens;
+    std::vector<std::vector<uint8_t>> hits;
+    int calls = 0;
+    static void Run(void* user, size_t page) {
+      auto* self = static_cast<Nested*>(user);
+      if (page != 1 || self->calls++ > 0) return;
+      for (const Layout* layout : self->layouts) {
+        self->hits.emplace_back(3, 0xEE);
+        CheckPages(*self->index, *layout, *self->tokens, kPageSize, self->hits.back());
+      }
+    }
+  };
+  Check(*tp2, tokens);  // the thread's plan for tp2, kept: the outer query starts with it made
+  Nested nested{&index_, {tp2.get()}, &tokens};
+  for (const auto& other : others) nested.layouts.push_back(other.get());
+  PageQueryHooks hooks{&Nested::Run, &nested};
+  const PageQueryResult outer = Check(*tp2, tokens, &hooks);
+  ASSERT_EQ(nested.calls, 1);
+  EXPECT_EQ(Hits(), (std::vector<int>{1, 1, 0}));
+  EXPECT_EQ(outer.total_hits, 2u);
+  ASSERT_EQ(nested.hits.size(), others.size() + 1);
+  EXPECT_EQ(nested.hits[0], (std::vector<uint8_t>{1, 1, 0})) << "tp2, nested";
+  for (size_t i = 1; i < nested.hits.size(); ++i) {
+    EXPECT_EQ(nested.hits[i], (std::vector<uint8_t>{1, 1, 1})) << "tp1 handle " << i << ", nested";
+  }
+  EXPECT_EQ(Check(*tp2, tokens).total_hits, 2u) << "after the nesting";
 }
 
 TEST_F(PageQuery, AnotherHandleOfTheSameLayoutAnswersTheSame) {

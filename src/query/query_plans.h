@@ -9,6 +9,14 @@
 // query of a prompt nobody stored; and a plan resolved holds its lists'
 // room, so resolving it again allocates nothing.
 //
+// Why several sets a thread: a router thread serves every model it routes
+// for (a tokio worker, a Python event loop), so queries of two layouts, or
+// of two indexes, come in turn on one thread. With one set, each query
+// emptied the other's plans and resolved its own again: about 70 ns a
+// query, a quarter of a one-page query (bench/README.md, "Layouts in
+// turn"). A thread keeps kSetsPerThread sets, one per (index, layout) it
+// asked last, and replaces the least recently used.
+//
 // Exactness rests on the keys: a plan is reused only for the same index
 // (Index::serial) and layout (LayoutSerial below), both never reused in the
 // process, and only while current (slot numbers are never taken back). A
@@ -36,22 +44,18 @@ inline uint64_t NextLayoutSerial() {
 
 class QueryPlans {
  public:
+  // Plan sets a thread keeps: four layouts, or indexes, queried in turn
+  // resolve nothing.
+  static constexpr size_t kSetsPerThread = 4;
+
   // The plans of one query for `parts` parts of layout `layout_serial` on
-  // `index`: the thread's own (kept from its last query) unless a query of
-  // this thread is using them, then a set of its own. May throw bad_alloc.
+  // `index`: the thread's set for them (kept from its last query of them)
+  // unless a query of this thread is using it; else the thread's least
+  // recently used set not in use, emptied; else (queries nested
+  // kSetsPerThread deep) a set of its own. May throw bad_alloc.
   class Lease {
    public:
-    Lease(const Index& index, uint64_t layout_serial, size_t parts) {
-      QueryPlans& mine = ForThisThread();
-      if (mine.in_use_) {
-        owned_ = std::make_unique<QueryPlans>();
-        plans_ = owned_.get();
-      } else {
-        plans_ = &mine;
-      }
-      plans_->Begin(index.serial(), layout_serial, parts);
-      plans_->in_use_ = true;
-    }
+    Lease(const Index& index, uint64_t layout_serial, size_t parts);
     ~Lease() { plans_->in_use_ = false; }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
@@ -83,10 +87,7 @@ class QueryPlans {
     uint32_t version = 0;
   };
 
-  static QueryPlans& ForThisThread() {
-    thread_local QueryPlans plans;
-    return plans;
-  }
+  class ThreadSets;
 
   void Begin(uint64_t index_serial, uint64_t layout_serial, size_t parts) {
     if (index_serial != index_serial_ || layout_serial != layout_serial_) {
@@ -102,6 +103,48 @@ class QueryPlans {
   uint64_t layout_serial_ = 0;
   std::vector<Part> parts_;
   bool in_use_ = false;
+  uint64_t last_taken_ = 0;  // ThreadSets' clock when last taken (0: never)
 };
+
+// A thread's sets, each with when it was last taken.
+class QueryPlans::ThreadSets {
+ public:
+  static ThreadSets& Mine() {
+    thread_local ThreadSets sets;
+    return sets;
+  }
+
+  // The set kept for (index, layout) if one is not in use; else the
+  // least recently taken set not in use (Begin empties it); null when
+  // every set is in use.
+  QueryPlans* Take(uint64_t index_serial, uint64_t layout_serial) {
+    QueryPlans* oldest = nullptr;
+    for (QueryPlans& set : sets_) {
+      if (set.in_use_) continue;
+      if (set.index_serial_ == index_serial && set.layout_serial_ == layout_serial) return Taken(set);
+      if (oldest == nullptr || set.last_taken_ < oldest->last_taken_) oldest = &set;
+    }
+    return oldest == nullptr ? nullptr : Taken(*oldest);
+  }
+
+ private:
+  QueryPlans* Taken(QueryPlans& set) {
+    set.last_taken_ = ++clock_;
+    return &set;
+  }
+
+  QueryPlans sets_[kSetsPerThread];
+  uint64_t clock_ = 0;
+};
+
+inline QueryPlans::Lease::Lease(const Index& index, uint64_t layout_serial, size_t parts) {
+  plans_ = ThreadSets::Mine().Take(index.serial(), layout_serial);
+  if (plans_ == nullptr) {
+    owned_ = std::make_unique<QueryPlans>();
+    plans_ = owned_.get();
+  }
+  plans_->Begin(index.serial(), layout_serial, parts);
+  plans_->in_use_ = true;
+}
 
 }  // namespace sci
