@@ -65,7 +65,7 @@ void BM_CheckPages(benchmark::State& state, const Case& c) {
   QueryFixture& fixture = QueryFixture::ForSize(SizeNamed(c.size));
   const Request& request = fixture.request(c.request());
   Index& index = fixture.index();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(request.spec.pages);
   // Warm-up: verifies the stored pages' groups and memoises the prompt (on
   // its second sight).
@@ -103,7 +103,7 @@ void BM_LayoutsInTurn(benchmark::State& state, const RequestSpec& spec, size_t l
   const Request& request = fixture.request(spec);
   std::vector<std::unique_ptr<const Layout>> handles;
   for (size_t i = 0; i < layouts; ++i) handles.push_back(LayoutNamed(spec.layout));
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(spec.pages);
   PageQueryResult result;
   size_t call = 0;
@@ -127,7 +127,7 @@ void BM_FastPathVsHashing(benchmark::State& state, const std::string& size) {
   QueryFixture& fixture = QueryFixture::ForSize(SizeNamed(size));
   const Request& request = fixture.request(RequestSpec{"tp8", 169, HitMix::kAll});
   Index& index = fixture.index();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(169);
   fixture.DropVerification(request);
   CheckPages(index, *request.layout, request.tokens, kPageSize, hits);  // verifies the groups

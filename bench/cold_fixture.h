@@ -236,7 +236,7 @@ double PairedCall(ColdFixture& fixture, size_t i, Eviction evict, size_t hashed_
   benchmark::DoNotOptimize(HashPagesAlone(tokens, hashed_pages));
   const auto t1 = Clock::now();
   fixture.Evict(evict);
-  PageDigestMemo::ForThisThread().Clear();
+  PageDigestMemo::ForThisThread()->Clear();
   const auto t2 = Clock::now();
   const PageQueryResult r = query(tokens);
   const auto t3 = Clock::now();

@@ -265,7 +265,7 @@ Throughput QueriesPerSecond(ColdFixture& fixture, ReaderQuery kind, int readers,
   const auto start = Clock::now();
   for (int r = 0; r < readers; ++r) {
     threads.emplace_back([&, r] {
-      PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+      PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
       std::vector<uint8_t> hits(kPages);
       uint64_t done = 0;
       const double cpu_start = ThreadCpuSeconds();

@@ -171,7 +171,7 @@ void BM_Latency(benchmark::State& state, const Case& c) {
   QueryFixture& fixture = QueryFixture::ForSize(SizeNamed(c.size));
   const Request& request = fixture.request(RequestSpec{"tp8", kPages, HitMix::kAll});
   Index& index = fixture.index();
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(kPages);
   static const WriterEvents* const writer_events = new WriterEvents(/*salt=*/0xC0FFEE);
   Applier applier(fixture);

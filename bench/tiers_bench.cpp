@@ -64,7 +64,7 @@ void BM_TiersVsPages(benchmark::State& state, bool fast_path, Eviction evict) {
     for (int turn = 0; turn < 2; ++turn) {
       const bool tier_turn = (turn == 0) == (i % 2 == 0);  // alternate which goes first
       fixture.Evict(evict);
-      PageDigestMemo::ForThisThread().Clear();
+      PageDigestMemo::ForThisThread()->Clear();
       const auto t0 = Clock::now();
       if (tier_turn) {
         TierAnswer answer;

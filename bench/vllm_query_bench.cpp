@@ -304,7 +304,7 @@ void BM_FreshCold(benchmark::State& state, Shape shape, Query query, bool hit, E
   Fixture& fixture = Fixture::Get();
   ShapeData& data = fixture.shape(shape);
   const Expected expected = ExpectedFor(shape, query, hit);
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(kHashBlocks);
   std::vector<double> hashing, queried, ratios;
   bool right = true;
@@ -375,7 +375,7 @@ void BM_Repeated(benchmark::State& state, Shape shape, Query query) {
   Fixture& fixture = Fixture::Get();
   ShapeData& data = fixture.shape(shape);
   const Expected expected = ExpectedFor(shape, query, true);
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   std::vector<uint8_t> hits(kHashBlocks);
   memo.Clear();
   for (int sight = 0; sight < 2; ++sight) {

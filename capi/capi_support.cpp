@@ -3,24 +3,36 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/thread_owned.h"
 
 namespace sci::capi {
 namespace {
-thread_local std::string last_error;
-}
+// The calling thread's last error message. ThreadOwned: a call that fails
+// while its thread exits (from the destructor of a caller's thread_local)
+// returns its status with no message, instead of writing to a freed string.
+struct LastError {
+  std::string message;
+};
+}  // namespace
 
 sci_status Fail(sci_status status, std::string_view message) {
+  LastError* last = nullptr;
   try {
-    last_error.assign(message);
+    last = ThreadOwned<LastError>::Get();
+    if (last != nullptr) last->message.assign(message);
   } catch (...) {
     // Out of memory while reporting: no exception may cross the boundary.
     // What fits in the string's own storage is kept (a prefix of the
-    // message), never a stale message from an earlier call.
-    last_error.assign(message.substr(0, last_error.capacity()));
+    // message), never a stale message from an earlier call; with no
+    // string yet, sci_last_error() stays "".
+    if (last != nullptr) last->message.assign(message.substr(0, last->message.capacity()));
   }
   return status;
 }
 
 }  // namespace sci::capi
 
-extern "C" const char* sci_last_error(void) { return sci::capi::last_error.c_str(); }
+extern "C" const char* sci_last_error(void) {
+  const sci::capi::LastError* last = sci::ThreadOwned<sci::capi::LastError>::Peek();
+  return last == nullptr ? "" : last->message.c_str();
+}

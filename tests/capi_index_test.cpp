@@ -51,6 +51,34 @@ TEST(CapiErrors, LastErrorIsPerThread) {
   EXPECT_NE(std::string(sci_last_error()).find("out"), std::string::npos);
 }
 
+// A call failing while its thread exits, from the destructor of a caller's
+// thread_local made before the thread's first failure (so destroyed after
+// the library's message): it returns its status, and sci_last_error() is
+// "" (the message could not be kept), never freed memory.
+struct FailsAtExit {
+  sci_status* status = nullptr;
+  std::string* message = nullptr;
+  ~FailsAtExit() {
+    if (status == nullptr) return;
+    *status = sci_index_new(nullptr, nullptr);
+    *message = sci_last_error();
+  }
+};
+
+TEST(CapiErrors, ACallFailingAsItsThreadExitsReturnsItsStatus) {
+  sci_status status = SCI_OK;
+  std::string message = "unset";
+  std::thread([&] {
+    thread_local FailsAtExit client;
+    client.status = &status;
+    client.message = &message;
+    EXPECT_EQ(sci_index_new(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
+    EXPECT_STREQ(sci_last_error(), "sci_index_new: out is NULL");
+  }).join();
+  EXPECT_EQ(status, SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "");
+}
+
 TEST(CapiIndexNew, RejectsNullOut) {
   EXPECT_EQ(sci_index_new(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
   EXPECT_STREQ(sci_last_error(), "sci_index_new: out is NULL");

@@ -232,8 +232,8 @@ TEST(PageDigestMemo, ClearForgetsEveryEntry) {
 TEST(PageDigestMemo, EachThreadHasItsOwnMemo) {
   const std::vector<uint32_t> tokens = Prompt(11, 30);
   const std::vector<std::string> reference = PageHashesHex(tokens, kPage, false);
-  PageDigestMemo* mine = &PageDigestMemo::ForThisThread();
-  EXPECT_EQ(&PageDigestMemo::ForThisThread(), mine);
+  PageDigestMemo* mine = PageDigestMemo::ForThisThread();
+  EXPECT_EQ(PageDigestMemo::ForThisThread(), mine);
   PageDigestMemo* theirs[2] = {nullptr, nullptr};
   bool right[2] = {false, false};
   // Both threads hold their memo at once: one freed by a thread that exited
@@ -242,7 +242,7 @@ TEST(PageDigestMemo, EachThreadHasItsOwnMemo) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+      PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
       theirs[t] = &memo;
       both_hold_theirs.arrive_and_wait();
       bool ok = true;
@@ -284,7 +284,7 @@ TEST(PageDigestMemo, CheckPagesAnswersRepeatedPromptsFromTheThreadMemo) {
   for (size_t i = 0; i < keys.size(); ++i) events.push_back(Event{EventKind::kStored, keys[i], groups[i], {}, {}});
   index.ApplyBatch(1, events);
 
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   memo.Clear();
   std::vector<uint8_t> hits(hashes.size());
   for (int sight = 0; sight < 2; ++sight) EXPECT_EQ(CheckPages(index, *layout, tokens, kPage, hits).total_hits, 10u);

@@ -724,7 +724,7 @@ TEST_F(PageQuery, PrefixStopsAtTheFirstMissHashingOnePageFurtherAndLookingUpNone
   for (size_t page = 3; page < 169; ++page) StorePage(*layout, hashes, page);  // page 2 is missing
   StorePage(*layout, hashes, 0);
   StorePage(*layout, hashes, 1);
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   memo.Clear();
   const uint64_t hashed_before = memo.pages_hashed();
   const uint64_t pages_before = index_.GetStats().pages_checked;
@@ -747,7 +747,7 @@ TEST_F(PageQuery, PrefixHashesAtMostOnePagePastTheMissAndNoneAfterAFirstPageMiss
   constexpr size_t kPagesInPrompt = 6;
   const std::vector<uint32_t> tokens = Tokens(kPagesInPrompt, 6000);
   const std::vector<std::string> hashes = PageHashesHex(tokens, kPageSize, false);
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   for (size_t miss = 0; miss <= kPagesInPrompt; ++miss) {  // kPagesInPrompt: no miss
     index_.Clear();
     for (size_t page = 0; page < kPagesInPrompt; ++page) {
@@ -768,7 +768,7 @@ TEST_F(PageQuery, PrefixHashesAtMostOnePagePastTheMissAndNoneAfterAFirstPageMiss
 TEST_F(PageQuery, PrefixOfAnUnknownPromptHashesOnePage) {
   const auto layout = Make(Mha(8, 1));
   const std::vector<uint32_t> tokens = Tokens(169, 5000);
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   memo.Clear();
   const uint64_t hashed_before = memo.pages_hashed();
   const uint64_t lookups_before = memo.hits() + memo.misses();

@@ -78,7 +78,7 @@ void StorePage(Index& index, uint64_t& seq, const Layout& layout, const std::vec
 // memo cold / warm: CheckPrefix == leading run of CheckPages, with the
 // counters and the hashing budget.
 TEST(PrefixLookAhead, PrefixMatchesCheckPagesEverywhere) {
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   for (const V& v : Variants()) {
     const auto layout = Make(v.spec);
     for (size_t n = 0; n <= 7; ++n) {
@@ -242,7 +242,7 @@ TEST(PrefixLookAhead, MemoWithLookAheadGivesRightDigests) {
   for (size_t p = 0; p < 6; ++p)
     if (p != 3) StorePage(index, seq, *layout, ha, p, true);  // A: 0,1,2,_,4,5
   for (size_t p = 3; p < 6; ++p) StorePage(index, seq, *layout, hb, p, true);  // B's 3,4,5
-  PageDigestMemo& memo = PageDigestMemo::ForThisThread();
+  PageDigestMemo& memo = *PageDigestMemo::ForThisThread();
   memo.Clear();
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(CheckPrefix(index, *layout, a, kPageSize).prefix_hits, 3u) << i;  // A's page 4 hashed ahead

@@ -412,6 +412,58 @@ TEST_F(VllmQuery, AChunkIsReadInOneLockHold) {
   EXPECT_EQ(hits[0], 0);
 }
 
+// A query nested in another on its thread (a hook or log callback that
+// queries), before the outer query's first chunk is answered: the nested
+// one writes its own chain and round fingerprints, never the outer one's
+// (ScratchLease). A review's reproducer: a nested query of another layout,
+// whose plans the thread kept, wrote r2's fingerprints over the outer
+// round's, and r1's chunk 3, never stored, answered a hit. One round (12
+// chunks) and three (40, which failed before the thread kept plan sets).
+TEST_F(VllmQuery, AQueryNestedInAnotherNeverAnswersForIt) {
+  for (const size_t nested_chunks : {12, 40}) {
+    LayoutSpec a_spec = Qwen(), b_spec = Qwen();
+    b_spec.groups[0].key_prefixes = {"prod@Other@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0"};
+    const auto a = Make(a_spec);
+    const auto b = Make(b_spec);
+    const uint32_t first = static_cast<uint32_t>(nested_chunks) * 1000;  // tokens of this round's own
+    const std::vector<uint32_t> r1 = Iota(10 * 16, first), r2 = Iota(nested_chunks * 16, first + 500);
+    for (size_t chunk = 0; chunk < 10; ++chunk) {
+      if (chunk != 3) Chunk(EventKind::kStored, *a, r1, 0, chunk);  // r1 under A: every chunk but 3
+    }
+    for (size_t chunk = 0; chunk < nested_chunks; ++chunk) {
+      Chunk(EventKind::kStored, *a, r2, 0, chunk);
+      Chunk(EventKind::kStored, *b, r2, 0, chunk);
+    }
+    // Both layouts asked before: the thread keeps both plans resolved.
+    ASSERT_EQ(Blocks(*b, r2), std::vector<uint8_t>(nested_chunks, 1));
+    std::vector<uint8_t> expected(10, 1);
+    expected[3] = 0;
+    ASSERT_EQ(Blocks(*a, r1), expected);
+    struct Nest {
+      Index* index;
+      const Layout* layout;
+      const std::vector<uint32_t>* tokens;
+      std::vector<uint8_t> hits;
+    };
+    Nest nest{&index_, b.get(), &r2, {}};
+    ChunkQueryHooks hooks;
+    hooks.user = &nest;
+    hooks.before_chunk_keys = [](void* user, size_t, size_t) {
+      auto* n = static_cast<Nest*>(user);
+      if (!n->hits.empty()) return;  // once a query
+      n->hits.assign(n->tokens->size() / 16, 9);
+      CheckBlocks(*n->index, *n->layout, ChainSource::Tokens(*n->tokens), 16, n->hits);
+    };
+    std::vector<uint8_t> hits(10, 9);
+    const PageQueryResult r = CheckBlocks(index_, *a, ChainSource::Tokens(r1), 16, hits, &hooks);
+    EXPECT_EQ(nest.hits, std::vector<uint8_t>(nested_chunks, 1)) << nested_chunks;
+    EXPECT_EQ(hits, expected) << "chunk 3 of r1 was never stored under A; nested " << nested_chunks;
+    EXPECT_EQ(r.total_hits, 9u) << nested_chunks;
+    nest.hits.clear();
+    EXPECT_EQ(CheckPrefix(index_, *a, ChainSource::Tokens(r1), 16, &hooks).prefix_hits, 3u) << nested_chunks;
+  }
+}
+
 TEST_F(VllmQuery, ABlockSizeOtherThanTheRoutersChecksNothing) {
   auto layout = Make(Qwen());
   const std::vector<uint32_t> tokens = Iota(64);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/process_secret.h"
+#include "common/thread_owned.h"
 
 namespace sci {
 
@@ -25,11 +26,7 @@ const PageDigestMemo::Key& PageDigestMemo::Root() {
   return root;
 }
 
-PageDigestMemo& PageDigestMemo::ForThisThread() {
-  thread_local std::unique_ptr<PageDigestMemo> memo;
-  if (memo == nullptr) memo = std::make_unique<PageDigestMemo>();
-  return *memo;
-}
+PageDigestMemo* PageDigestMemo::ForThisThread() { return ThreadOwned<PageDigestMemo>::Get(); }
 
 void PageDigestMemo::Clear() {
   if (++epoch_ != 0) return;

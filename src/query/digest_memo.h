@@ -61,8 +61,9 @@ class PageDigestMemo {
   PageDigestMemo& operator=(const PageDigestMemo&) = delete;
 
   // The calling thread's memo, allocated on its first call, freed when the
-  // thread exits.
-  static PageDigestMemo& ForThisThread();
+  // thread exits; null once the thread's exit has freed it (a query then
+  // goes without: common/thread_owned.h). Throws bad_alloc.
+  static PageDigestMemo* ForThisThread();
 
   // The key of a page whose parent page has key `parent` (null for page 0),
   // from `units_hash`, the XXH3-128 of its units seeded with SeedOf(parent).

@@ -31,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/thread_owned.h"
 #include "index/index.h"
 #include "index/slot_plan.h"
 
@@ -52,7 +53,8 @@ class QueryPlans {
   // `index`: the thread's set for them (kept from its last query of them)
   // unless a query of this thread is using it; else the thread's least
   // recently used set not in use, emptied; else (queries nested
-  // kSetsPerThread deep) a set of its own. May throw bad_alloc.
+  // kSetsPerThread deep, or the thread exiting) a set of its own. May
+  // throw bad_alloc.
   class Lease {
    public:
     Lease(const Index& index, uint64_t layout_serial, size_t parts);
@@ -106,14 +108,10 @@ class QueryPlans {
   uint64_t last_taken_ = 0;  // ThreadSets' clock when last taken (0: never)
 };
 
-// A thread's sets, each with when it was last taken.
+// A thread's sets, each with when it was last taken (the thread's own:
+// ThreadOwned, which a query made while the thread exits finds gone).
 class QueryPlans::ThreadSets {
  public:
-  static ThreadSets& Mine() {
-    thread_local ThreadSets sets;
-    return sets;
-  }
-
   // The set kept for (index, layout) if one is not in use; else the
   // least recently taken set not in use (Begin empties it); null when
   // every set is in use.
@@ -138,7 +136,8 @@ class QueryPlans::ThreadSets {
 };
 
 inline QueryPlans::Lease::Lease(const Index& index, uint64_t layout_serial, size_t parts) {
-  plans_ = ThreadSets::Mine().Take(index.serial(), layout_serial);
+  ThreadSets* mine = ThreadOwned<ThreadSets>::Get();
+  if (mine != nullptr) plans_ = mine->Take(index.serial(), layout_serial);
   if (plans_ == nullptr) {
     owned_ = std::make_unique<QueryPlans>();
     plans_ = owned_.get();

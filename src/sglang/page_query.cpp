@@ -273,7 +273,7 @@ bool BlockSizeMatches(Index& index, const Layout& layout, uint32_t block_size) {
 class TokenHashes {
  public:
   TokenHashes(const Layout& layout, std::span<const uint32_t> tokens, bool look_ahead)
-      : hasher_(tokens, layout.page_size(), layout.is_eagle(), &PageDigestMemo::ForThisThread()),
+      : hasher_(tokens, layout.page_size(), layout.is_eagle(), PageDigestMemo::ForThisThread()),
         look_ahead_(look_ahead) {}
   size_t pages() const { return hasher_.pages(); }
   void operator()(size_t page, PageDigest* out) {

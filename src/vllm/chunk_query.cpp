@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "common/thread_owned.h"
 #include "index/object_store.h"
 #include "query/digest.h"
 #include "query/digest_memo.h"
@@ -70,11 +72,42 @@ struct Scratch {
   std::vector<size_t> chunks_inside;     // per group: ChunksInside, computed once a query
   std::vector<size_t> blocks_per_chunk;  // per group: hash blocks a chunk spans
   std::vector<Fingerprint> walk_keys;    // the prefix walk's chunks ahead
+};
 
-  static Scratch& ForThisThread() {
-    thread_local Scratch scratch;
-    return scratch;
+// A query's scratch: its thread's, or one of its own when the thread's is
+// in use by a query this one is nested in (a hook or log callback that
+// queries), or was freed by the thread's exit (common/thread_owned.h). A
+// nested query that wrote its chain and round fingerprints into the outer
+// query's scratch had the outer one answer a chunk by another request's
+// fingerprints: a false hit, found by a review (I48).
+class ScratchLease {
+ public:
+  ScratchLease() {
+    ThreadScratch* mine = ThreadOwned<ThreadScratch>::Get();
+    if (mine != nullptr && !mine->in_use) {
+      mine_ = mine;
+      mine_->in_use = true;
+      scratch_ = &mine_->scratch;
+    } else {
+      owned_ = std::make_unique<Scratch>();
+      scratch_ = owned_.get();
+    }
   }
+  ~ScratchLease() {
+    if (mine_ != nullptr) mine_->in_use = false;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  Scratch& operator*() const { return *scratch_; }
+
+ private:
+  struct ThreadScratch {
+    Scratch scratch;
+    bool in_use = false;
+  };
+  ThreadScratch* mine_ = nullptr;
+  std::unique_ptr<Scratch> owned_;
+  Scratch* scratch_ = nullptr;
 };
 
 // The block digests of one request, computed as far as asked.
@@ -92,7 +125,13 @@ class Chain {
       available_ = whole_blocks;
     }
     if (scratch_.chain.size() < available_) scratch_.chain.resize(available_);
-    memo_ = &PageDigestMemo::ForThisThread();
+    memo_ = PageDigestMemo::ForThisThread();
+    if (memo_ == nullptr) {
+      // The thread is exiting and its memo is gone: a one-entry memo of
+      // this query's own (exact at any size).
+      own_memo_ = std::make_unique<PageDigestMemo>(1);
+      memo_ = own_memo_.get();
+    }
   }
 
   // Whole hash blocks the request has (digests beyond it are not asked for).
@@ -194,6 +233,7 @@ class Chain {
   const ChainSource& source_;
   Scratch& scratch_;
   PageDigestMemo* memo_ = nullptr;
+  std::unique_ptr<PageDigestMemo> own_memo_;  // only while the thread exits
   MemoDomain domain_;
   bool domain_known_ = false;
   MemoSighting sighting_{true};
@@ -212,7 +252,7 @@ class ChunkQuery {
   ChunkQuery(Index& index, const Layout& layout, const ChainSource& source, const ChunkQueryHooks* hooks, bool prefix)
       : index_(index),
         layout_(layout),
-        scratch_(Scratch::ForThisThread()),
+        scratch_(*scratch_lease_),
         chain_(index, layout, source, scratch_, /*defer_first=*/prefix),
         plans_(index, layout.serial(), layout.groups().size()),
         hooks_(hooks),
@@ -670,7 +710,8 @@ class ChunkQuery {
 
   Index& index_;
   const Layout& layout_;
-  Scratch& scratch_;
+  ScratchLease scratch_lease_;
+  Scratch& scratch_;  // *scratch_lease_
   Chain chain_;
   // Each group's slot plan, kept by the thread from its last query of this
   // layout (query/query_plans.h).
