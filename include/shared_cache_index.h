@@ -26,7 +26,8 @@
  *         sci_index_options opts = SCI_INDEX_OPTIONS_INIT;
  *   - Every function may be called concurrently from any number of threads,
  *     except *_free and *_stop, which must not race with other uses of the
- *     same handle.
+ *     same handle; also from the log callback, and while the calling thread
+ *     exits (from the destructor of a thread_local).
  *   - No C++ exception and no abort() ever crosses this boundary.
  *
  * ABI contract: docs/c-api.md in the source tree (version SCI_ABI_VERSION).
@@ -66,8 +67,9 @@ typedef int32_t sci_status;
 #define SCI_ERR_INTERNAL 6         /* a bug: please report the message */
 
 /* Message of the last call on this thread that did not return SCI_OK, or ""
- * if none has failed yet. Valid until the next failing call on this thread;
- * never NULL, never free it. */
+ * if none has failed yet (or the call failed while the thread was exiting,
+ * after the library's per-thread state was freed). Valid until the next
+ * failing call on this thread; never NULL, never free it. */
 const char *sci_last_error(void);
 
 /* Byte strings crossing the boundary. */
