@@ -1,10 +1,11 @@
-// Queries made while a thread exits: from the destructor of a caller's
+// Queries nested six deep, alternating families (from an outside review),
+// and queries made while a thread exits: from the destructor of a caller's
 // thread_local made before the thread's first query (a router's per-thread
 // client that asks once more as it goes). Thread_locals are destroyed in
 // the reverse order of their construction, so the library's per-thread
 // state (slot plans, digest memo, vLLM scratch) is freed before that
 // destructor runs; a review's reproducer aborted in glibc. Each such query
-// answers as any other (common/thread_owned.h).
+// answers as any other (common/thread_owned.h, docs/architecture.md I59).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -128,6 +129,87 @@ TEST(ThreadExit, QueriesFromAThreadLocalMadeAfterTheFirstQueryAnswerRight) {
     client.answered_at_exit = &at_exit;
   }).join();
   EXPECT_EQ(at_exit, kAllHits);
+  g_pools = nullptr;
+}
+
+// Queries nested six deep through the test hooks, SGLang and vLLM in turn,
+// each level asking a request nobody stored (other tokens), the stored one
+// and its prefix; the first hook of each query nests the next level. Each
+// level's answers are summed into one number: 100 x the request nobody
+// stored (vLLM 0 chunks; SGLang 1 page, whose second page differs) + the
+// stored one + 10 x the prefix.
+struct Level {
+  int depth = 0;
+  bool nested = false;  // this query's first hook already nested the next level
+  std::vector<size_t>* answers = nullptr;
+};
+void AskAt(int depth, std::vector<size_t>* answers);
+void NestNext(void* user) {
+  auto* level = static_cast<Level*>(user);
+  if (level->nested || level->depth >= 6) return;
+  level->nested = true;
+  AskAt(level->depth + 1, level->answers);
+}
+void AskAt(int depth, std::vector<size_t>* answers) {
+  Pools& pools = *g_pools;
+  Level level{depth, false, answers};
+  vllm::ChunkQueryHooks chunk_hooks;
+  chunk_hooks.user = &level;
+  chunk_hooks.before_chunk_keys = [](void* user, size_t, size_t) { NestNext(user); };
+  PageQueryHooks page_hooks;
+  page_hooks.user = &level;
+  page_hooks.after_group_probe = [](void* user, size_t) { NestNext(user); };
+  std::vector<uint8_t> hits(3);
+  size_t answer = 0;
+  if (depth % 2 == 0) {
+    std::vector<uint32_t> other(pools.vllm_tokens.size());
+    std::iota(other.begin(), other.end(), 90000u + static_cast<uint32_t>(depth) * 100);
+    answer += 100 * vllm::CheckBlocks(pools.vllm_index, *pools.vllm_layout, vllm::ChainSource::Tokens(other), 16, hits,
+                                      &chunk_hooks)
+                        .total_hits;
+    level.nested = false;
+    answer += vllm::CheckBlocks(pools.vllm_index, *pools.vllm_layout, vllm::ChainSource::Tokens(pools.vllm_tokens), 16,
+                                hits, &chunk_hooks)
+                  .total_hits;
+    level.nested = false;
+    answer += 10 * vllm::CheckPrefix(pools.vllm_index, *pools.vllm_layout,
+                                     vllm::ChainSource::Tokens(pools.vllm_tokens), 16, &chunk_hooks)
+                       .prefix_hits;
+  } else {
+    std::vector<uint32_t> half = pools.tokens;
+    half[kPageSize + 1] += 1000;  // page 1 differs
+    answer += 100 * CheckPages(pools.sglang, *pools.layout, half, kPageSize, hits, &page_hooks).total_hits;
+    level.nested = false;
+    answer += CheckPages(pools.sglang, *pools.layout, pools.tokens, kPageSize, hits, &page_hooks).total_hits;
+    level.nested = false;
+    answer += 10 * CheckPrefix(pools.sglang, *pools.layout, pools.tokens, kPageSize, &page_hooks).prefix_hits;
+  }
+  (*answers)[static_cast<size_t>(depth)] = answer;
+}
+const std::vector<size_t> kEveryLevelRight = {23, 122, 23, 122, 23, 122, 23};
+
+struct NestsAtExit {
+  std::vector<size_t>* answers = nullptr;
+  ~NestsAtExit() {
+    if (answers != nullptr) AskAt(0, answers);
+  }
+};
+
+TEST(NestedQueries, SixDeepAlternatingFamiliesAnswerAsAlone) {
+  Pools pools;
+  g_pools = &pools;
+  std::vector<size_t> answers(7, 0);
+  AskAt(0, &answers);
+  EXPECT_EQ(answers, kEveryLevelRight);
+  std::vector<size_t> at_exit(7, 0);
+  std::thread([&at_exit] {
+    thread_local NestsAtExit client;  // made before the thread's first query
+    client.answers = &at_exit;
+    std::vector<size_t> warm(7, 0);
+    AskAt(0, &warm);
+    EXPECT_EQ(warm, kEveryLevelRight);
+  }).join();
+  EXPECT_EQ(at_exit, kEveryLevelRight) << "nested as the thread exits";
   g_pools = nullptr;
 }
 
