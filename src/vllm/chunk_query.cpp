@@ -79,7 +79,7 @@ struct Scratch {
 // queries), or was freed by the thread's exit (common/thread_owned.h). A
 // nested query that wrote its chain and round fingerprints into the outer
 // query's scratch had the outer one answer a chunk by another request's
-// fingerprints: a false hit, found by a review (I48).
+// fingerprints: a false hit, found by a review (I59).
 class ScratchLease {
  public:
   ScratchLease() {
