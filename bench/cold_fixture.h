@@ -84,7 +84,9 @@ class ColdFixture {
     }
     for (size_t i = 0; i < kUnrelatedPrompts; ++i) unrelated_.push_back(PromptTokens(8'000'000 + i, kPages));
     for (size_t i = 0; i < kPrompts; ++i) {
-      std::vector<uint32_t> tokens = unrelated_[i];
+      // Tails may repeat (kPrompts may exceed kUnrelatedPrompts); the
+      // prompts still differ from their first page on.
+      std::vector<uint32_t> tokens = unrelated_[i % unrelated_.size()];
       std::copy_n(prompts_[i].begin(), kStoredHalf * kPageSize, tokens.begin());
       half_stored_.push_back(std::move(tokens));
     }
