@@ -13,9 +13,11 @@
 #   --scale  instead of the suite: one router's index at 1M, 10M, 30M and
 #            100M keys (scale_bench, bench/results/scale_bench.json), the
 #            30M-key resync (bench/results/resync_bench_30m.json) and a blip
-#            on a 10M-key pool (bench/results/resync_bench_blip.json), then the
-#            table again with the scale rows and bench/scale.png. About five
-#            minutes; needs ~5 GB free (bench/README.md, "Scale").
+#            on a 10M-key pool (bench/results/resync_bench_blip.json), the
+#            index of 1 billion objects (memory_bench keys:1b, about three
+#            minutes and 2.6 GB alone, bench/results/memory_bench_1b.json),
+#            then the table again with the scale rows and bench/scale.png.
+#            About eight minutes; needs ~5 GB free (bench/README.md, "Scale").
 # Without --quick each query and ingest benchmark runs 5 times; the table
 # reports the median, with the range of the 5 where it matters (about ten
 # minutes in all).
@@ -45,7 +47,7 @@ replot() {
 }
 
 if [ "$scale" = 1 ]; then
-  cmake --build "$build" -j2 --target scale_bench resync_bench
+  cmake --build "$build" -j2 --target scale_bench resync_bench memory_bench
   {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p')"
@@ -67,6 +69,10 @@ if [ "$scale" = 1 ]; then
   # "Reconnects"): what the default's resync after every disconnect costs.
   echo "== resync_bench blip keys:10m" >&2
   "$build/bench/resync_bench" --benchmark_filter='^blip/keys:10m/' --benchmark_out="$out/resync_bench_blip.json" \
+    --benchmark_out_format=json
+  echo "== memory_bench keys:1b" >&2
+  /usr/bin/time -f "memory_bench 1b: %e s wall, peak RSS %M KiB" -a -o "$out/scale_context.txt" \
+    "$build/bench/memory_bench" --benchmark_filter='keys:1b' --benchmark_out="$out/memory_bench_1b.json" \
     --benchmark_out_format=json
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/scale_context.txt"
   replot
@@ -107,11 +113,12 @@ run latency_bench "${filter[@]}"
 # The same with the table lock an absl::Mutex: why the index has its own lock.
 run latency_bench_absl_mutex "${filter[@]}"
 run live_ingest_bench --benchmark_filter=events:1m
-# 30M and 100M keys are the scale run's (--scale reads them from scale_bench).
+# 30M and 100M keys are the scale run's (--scale reads them from scale_bench),
+# and so is the billion.
 if [ "$quick" = 1 ]; then
-  run memory_bench --benchmark_filter='-keys:(10m|30m|100m)'
+  run memory_bench --benchmark_filter='-keys:(10m|30m|100m|1b)'
 else
-  run memory_bench --benchmark_filter='-keys:(30m|100m)'
+  run memory_bench --benchmark_filter='-keys:(30m|100m|1b)'
 fi
 run resync_bench --benchmark_filter=keys:1m "${repeat[@]}"
 
