@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -99,19 +100,64 @@ bool PollUntil(Condition done, std::chrono::seconds timeout, Clock::time_point* 
   return false;
 }
 
+// The two `sci-publish` masters of a failover: the leader (127.0.0.2)
+// serving `prompts` prompts of kPagesPerPrompt tp8 pages, and the standby
+// (127.0.0.3) that restored the same workload and campaigns beside it.
+struct Masters {
+  std::unique_ptr<testing::ChildProcess> leader, standby;
+  int event_port = 0;
+  int admin_port = 0;
+};
+
+// Starts both masters through `store`; the leader waits for `subscribers`
+// subscribers (0: sci-publish's default). Skips `state` with the reason,
+// and answers nothing, if either does not start.
+std::optional<Masters> StartMasters(benchmark::State& state, const testing::ViewStore& store, uint64_t prompts,
+                                    int subscribers) {
+  const std::vector<std::string> workload = {"--workload", "--page-size", "64", "--tp", "8", "--prompts",
+                                             std::to_string(prompts), "--pages", std::to_string(kPagesPerPrompt),
+                                             "--seed", "7"};
+  const auto candidate = [&](const std::string& host, const std::string& event_port, const std::string& admin_port,
+                             bool restored) {
+    std::vector<std::string> args = {SCI_PUBLISH_PATH,
+                                     "--endpoint",
+                                     "tcp://" + host + ":" + event_port,
+                                     "--admin-port",
+                                     admin_port,
+                                     store.candidate_flags()[0],
+                                     store.candidate_flags()[1],
+                                     "--advertise",
+                                     host + ":50051",
+                                     "--keep-running",
+                                     "--live-every-ms",
+                                     "10",
+                                     "--wait-subscribers-ms",
+                                     "60000"};
+    if (subscribers > 0) args.insert(args.end(), {"--subscribers", std::to_string(subscribers)});
+    args.insert(args.end(), workload.begin(), workload.end());
+    if (restored) args[args.size() - workload.size()] = "--restore-workload";
+    return testing::ChildProcess::Spawn(args);
+  };
+  Masters masters;
+  masters.leader = candidate("127.0.0.2", "*", "0", false);
+  const std::string ready = masters.leader ? AwaitLine(*masters.leader, "listening", 120s) : "";
+  if (ready.empty()) {
+    state.SkipWithError("the leader did not start listening");
+    return std::nullopt;
+  }
+  masters.event_port = PortOf(JsonString(ready, "listening"));
+  masters.admin_port = PortOf(JsonString(ready, "admin"));
+  masters.standby =
+      candidate("127.0.0.3", std::to_string(masters.event_port), std::to_string(masters.admin_port), true);
+  if (masters.standby == nullptr || AwaitLine(*masters.standby, "standby", 120s).empty()) {
+    state.SkipWithError("the standby did not start");
+    return std::nullopt;
+  }
+  return masters;
+}
+
 void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t prompts) {
   const uint64_t objects = prompts * kPagesPerPrompt * kKeysPerPage;
-  const std::vector<std::string> workload = {"--workload",
-                                             "--page-size",
-                                             "64",
-                                             "--tp",
-                                             "8",
-                                             "--prompts",
-                                             std::to_string(prompts),
-                                             "--pages",
-                                             std::to_string(kPagesPerPrompt),
-                                             "--seed",
-                                             "7"};
   for (auto _ : state) {
     const std::unique_ptr<testing::ViewStore> store =
         testing::ViewStore::Start(store_kind, "mooncake_cluster", "mooncake_cluster");
@@ -119,39 +165,12 @@ void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t promp
       state.SkipWithError((std::string(store_kind) + ": " + store->error()).c_str());
       return;
     }
-    const auto candidate = [&](const std::string& host, const std::string& event_port, const std::string& admin_port,
-                               bool restored) {
-      std::vector<std::string> args = {SCI_PUBLISH_PATH,
-                                       "--endpoint",
-                                       "tcp://" + host + ":" + event_port,
-                                       "--admin-port",
-                                       admin_port,
-                                       store->candidate_flags()[0],
-                                       store->candidate_flags()[1],
-                                       "--advertise",
-                                       host + ":50051",
-                                       "--keep-running",
-                                       "--live-every-ms",
-                                       "10",
-                                       "--wait-subscribers-ms",
-                                       "60000"};
-      args.insert(args.end(), workload.begin(), workload.end());
-      if (restored) args[args.size() - workload.size()] = "--restore-workload";
-      return testing::ChildProcess::Spawn(args);
-    };
-    auto leader = candidate("127.0.0.2", "*", "0", false);
-    const std::string ready = leader ? AwaitLine(*leader, "listening", 120s) : "";
-    if (ready.empty()) {
-      state.SkipWithError("the leader did not start listening");
-      return;
-    }
-    const int event_port = PortOf(JsonString(ready, "listening"));
-    const int admin_port = PortOf(JsonString(ready, "admin"));
-    auto standby = candidate("127.0.0.3", std::to_string(event_port), std::to_string(admin_port), true);
-    if (standby == nullptr || AwaitLine(*standby, "standby", 120s).empty()) {
-      state.SkipWithError("the standby did not start");
-      return;
-    }
+    std::optional<Masters> masters = StartMasters(state, *store, prompts, 0);
+    if (!masters) return;
+    const int event_port = masters->event_port;
+    const int admin_port = masters->admin_port;
+    testing::ChildProcess& leader = *masters->leader;
+    testing::ChildProcess& standby = *masters->standby;
 
     sci_index* index = nullptr;
     sci_index_new(nullptr, &index);
@@ -174,9 +193,9 @@ void BM_Failover(benchmark::State& state, const char* store_kind, uint64_t promp
       state.SkipWithError("the subscriber never held every object of the first leader");
     } else {
       const sci_stats before = Stats(index);
-      ::kill(leader->pid(), SIGKILL);
+      ::kill(leader.pid(), SIGKILL);
       const auto killed = Clock::now();
-      const bool took_over = !AwaitLine(*standby, "leader", 60s).empty();
+      const bool took_over = !AwaitLine(standby, "leader", 60s).empty();
       const auto takeover = Clock::now();
       Clock::time_point followed, restored;
       const bool ok = took_over &&
@@ -286,17 +305,6 @@ double Median(std::vector<double> values) {
 
 void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t prompts, int routers) {
   const uint64_t objects = prompts * kPagesPerPrompt * kKeysPerPage;
-  const std::vector<std::string> workload = {"--workload",
-                                             "--page-size",
-                                             "64",
-                                             "--tp",
-                                             "8",
-                                             "--prompts",
-                                             std::to_string(prompts),
-                                             "--pages",
-                                             std::to_string(kPagesPerPrompt),
-                                             "--seed",
-                                             "7"};
   constexpr int kFollowerTimeoutS = 300;
   for (auto _ : state) {
     const std::unique_ptr<testing::ViewStore> store =
@@ -305,41 +313,12 @@ void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t 
       state.SkipWithError((std::string(store_kind) + ": " + store->error()).c_str());
       return;
     }
-    const auto candidate = [&](const std::string& host, const std::string& event_port, const std::string& admin_port,
-                               bool restored) {
-      std::vector<std::string> args = {SCI_PUBLISH_PATH,
-                                       "--endpoint",
-                                       "tcp://" + host + ":" + event_port,
-                                       "--admin-port",
-                                       admin_port,
-                                       store->candidate_flags()[0],
-                                       store->candidate_flags()[1],
-                                       "--advertise",
-                                       host + ":50051",
-                                       "--keep-running",
-                                       "--live-every-ms",
-                                       "10",
-                                       "--subscribers",
-                                       std::to_string(routers),
-                                       "--wait-subscribers-ms",
-                                       "60000"};
-      args.insert(args.end(), workload.begin(), workload.end());
-      if (restored) args[args.size() - workload.size()] = "--restore-workload";
-      return testing::ChildProcess::Spawn(args);
-    };
-    auto leader = candidate("127.0.0.2", "*", "0", false);
-    const std::string ready = leader ? AwaitLine(*leader, "listening", 120s) : "";
-    if (ready.empty()) {
-      state.SkipWithError("the leader did not start listening");
-      return;
-    }
-    const int event_port = PortOf(JsonString(ready, "listening"));
-    const int admin_port = PortOf(JsonString(ready, "admin"));
-    auto standby = candidate("127.0.0.3", std::to_string(event_port), std::to_string(admin_port), true);
-    if (standby == nullptr || AwaitLine(*standby, "standby", 120s).empty()) {
-      state.SkipWithError("the standby did not start");
-      return;
-    }
+    std::optional<Masters> masters = StartMasters(state, *store, prompts, routers);
+    if (!masters) return;
+    const int event_port = masters->event_port;
+    const int admin_port = masters->admin_port;
+    testing::ChildProcess& leader = *masters->leader;
+    testing::ChildProcess& standby = *masters->standby;
     // The fleet: every router its own process (killed and reaped by its
     // ChildProcess on every path; each also dies with this process).
     std::vector<std::unique_ptr<testing::ChildProcess>> fleet;
@@ -364,15 +343,15 @@ void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t 
     }
     double cpu_before = 0;
     uint64_t rss_before = 0;
-    if (!ProcessUsage(standby->pid(), &cpu_before, &rss_before)) {
+    if (!ProcessUsage(standby.pid(), &cpu_before, &rss_before)) {
       state.SkipWithError("cannot read the standby's /proc entry");
       return;
     }
-    UsageSampler sampler(standby->pid());
-    ::kill(leader->pid(), SIGKILL);
+    UsageSampler sampler(standby.pid());
+    ::kill(leader.pid(), SIGKILL);
     const auto killed = Clock::now();
     const auto seconds = [&](Clock::time_point t) { return std::chrono::duration<double>(t - killed).count(); };
-    const bool took_over = !AwaitLine(*standby, "leader", 60s).empty();
+    const bool took_over = !AwaitLine(standby, "leader", 60s).empty();
     const auto takeover = Clock::now();
     if (!took_over) {
       state.SkipWithError("the standby did not take over");
@@ -399,7 +378,7 @@ void BM_FailoverFleet(benchmark::State& state, const char* store_kind, uint64_t 
     sampler.Stop();
     double cpu_after = 0;
     uint64_t rss_after = 0;
-    ProcessUsage(standby->pid(), &cpu_after, &rss_after);
+    ProcessUsage(standby.pid(), &cpu_after, &rss_after);
     // The body one router downloaded (after the measurement: one more GET).
     httplib::Client admin("127.0.0.3", admin_port);
     admin.set_connection_timeout(5, 0);
