@@ -27,7 +27,7 @@
  *   - Every function may be called concurrently from any number of threads,
  *     except *_free and *_stop, which must not race with other uses of the
  *     same handle; also from the log callback, and while the calling thread
- *     exits (from the destructor of a thread_local).
+ *     exits (from the destructor of a thread_local or of a pthread key).
  *   - No C++ exception and no abort() ever crosses this boundary.
  *
  * ABI contract: docs/c-api.md in the source tree (version SCI_ABI_VERSION).
