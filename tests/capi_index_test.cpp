@@ -2,6 +2,7 @@
 // library. Every entry point rejects bad arguments cleanly and changes
 // nothing when it does.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <cstddef>
 #include <cstring>
@@ -52,9 +53,9 @@ TEST(CapiErrors, LastErrorIsPerThread) {
 }
 
 // A call failing while its thread exits, from the destructor of a caller's
-// thread_local made before the thread's first failure (so destroyed after
-// the library's message): it returns its status, and sci_last_error() is
-// "" (the message could not be kept), never freed memory.
+// thread_local made before the thread's first failure: the library's
+// per-thread state outlives every thread_local (it is freed by a pthread
+// key's destructor, which glibc runs after them), so its message is kept.
 struct FailsAtExit {
   sci_status* status = nullptr;
   std::string* message = nullptr;
@@ -76,7 +77,40 @@ TEST(CapiErrors, ACallFailingAsItsThreadExitsReturnsItsStatus) {
     EXPECT_STREQ(sci_last_error(), "sci_index_new: out is NULL");
   }).join();
   EXPECT_EQ(status, SCI_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(message, "");
+  EXPECT_EQ(message, "sci_index_new: out is NULL");
+}
+
+// The same from a caller's pthread-key destructor in glibc's second round,
+// after the first freed the library's state: the call returns its status,
+// and sci_last_error() is "" (the message could not be kept), never freed
+// memory.
+struct KeyRounds {
+  pthread_key_t key{};
+  int round = 0;
+  sci_status status = SCI_OK;
+  std::string message = "unset";
+};
+
+TEST(CapiErrors, ACallFailingAfterTheThreadsStateIsFreedReturnsItsStatus) {
+  static KeyRounds rounds;
+  ASSERT_EQ(pthread_key_create(&rounds.key,
+                               [](void*) {
+                                 if (++rounds.round == 1) {
+                                   (void)pthread_setspecific(rounds.key, &rounds);  // once more
+                                   return;
+                                 }
+                                 rounds.status = sci_index_new(nullptr, nullptr);
+                                 rounds.message = sci_last_error();
+                               }),
+            0);
+  std::thread([] {
+    EXPECT_EQ(sci_index_new(nullptr, nullptr), SCI_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(pthread_setspecific(rounds.key, &rounds), 0);
+  }).join();
+  EXPECT_EQ(rounds.round, 2);
+  EXPECT_EQ(rounds.status, SCI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(rounds.message, "");
+  pthread_key_delete(rounds.key);
 }
 
 TEST(CapiIndexNew, RejectsNullOut) {

@@ -1,11 +1,13 @@
 // Queries nested six deep, alternating families (from an outside review),
 // and queries made while a thread exits: from the destructor of a caller's
-// thread_local made before the thread's first query (a router's per-thread
-// client that asks once more as it goes). Thread_locals are destroyed in
-// the reverse order of their construction, so the library's per-thread
-// state (slot plans, digest memo, vLLM scratch) is freed before that
-// destructor runs; a review's reproducer aborted in glibc. Each such query
-// answers as any other (common/thread_owned.h, docs/architecture.md I59).
+// thread_local made before or after the thread's first query (a router's
+// per-thread client that asks once more as it goes), or from a pthread
+// key's destructor. When the library's per-thread state (slot plans,
+// digest memo, vLLM scratch) was a thread_local, it was freed before the
+// first kind ran (a review's reproducer aborted in glibc) and never freed
+// after the last (a second review: 540 KB a thread). Each such query
+// answers as any other, and its state is freed with the thread
+// (common/thread_owned.h, docs/architecture.md I59).
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -121,8 +123,7 @@ TEST(ThreadExit, QueriesFromACallersThreadLocalDestructorAnswerRight) {
   g_pools = nullptr;
 }
 
-// A thread_local made after the thread's first query is destroyed before
-// the library's state: its queries find that state still there.
+// A thread_local made after the thread's first query.
 TEST(ThreadExit, QueriesFromAThreadLocalMadeAfterTheFirstQueryAnswerRight) {
   Pools pools;
   g_pools = &pools;
@@ -136,11 +137,9 @@ TEST(ThreadExit, QueriesFromAThreadLocalMadeAfterTheFirstQueryAnswerRight) {
   g_pools = nullptr;
 }
 
-// A router's per-thread client kept under a pthread key rather than in a
-// thread_local: glibc runs key destructors after every thread_local
-// destructor, so a thread whose first query comes from one registers the
-// library's reapers too late for them to run. ThreadOwned's own key frees
-// the state instead.
+// Counts its live instances: whether ThreadOwned freed what it made. One
+// type per test (ThreadOwned keeps one object, and one key, per type).
+template <int kTag>
 struct Counted {
   static inline std::atomic<int> live{0};
   static inline std::atomic<int> found_while_dying{0};
@@ -152,25 +151,47 @@ struct Counted {
   }
 };
 
+// A router's per-thread client kept under a pthread key rather than in a
+// thread_local: glibc runs key destructors after every thread_local
+// destructor, so a reaper a thread_local registers from one never runs.
+// ThreadOwned's own key frees the state instead.
 TEST(ThreadExit, StateMadeByAFirstCallFromAPthreadKeyDestructorIsFreed) {
+  using C = Counted<1>;
   pthread_key_t client;
   ASSERT_EQ(pthread_key_create(&client,
                                [](void*) {
-                                 EXPECT_NE(ThreadOwned<Counted>::Get(), nullptr);
-                                 EXPECT_NE(ThreadOwned<Counted>::Peek(), nullptr);
+                                 EXPECT_NE(ThreadOwned<C>::Get(), nullptr);
+                                 EXPECT_NE(ThreadOwned<C>::Peek(), nullptr);
                                }),
             0);
   std::thread([&client] { ASSERT_EQ(pthread_setspecific(client, &client), 0); }).join();
-  EXPECT_EQ(Counted::live, 0) << "the thread's T outlived it";
+  EXPECT_EQ(C::live, 0) << "the thread's T outlived it";
   // And on a thread whose first call is an ordinary one.
-  std::thread([] { EXPECT_NE(ThreadOwned<Counted>::Get(), nullptr); }).join();
-  EXPECT_EQ(Counted::live, 0);
-  EXPECT_EQ(Counted::found_while_dying, 0);
+  std::thread([] { EXPECT_NE(ThreadOwned<C>::Get(), nullptr); }).join();
+  EXPECT_EQ(C::live, 0);
+  EXPECT_EQ(C::found_while_dying, 0);
   pthread_key_delete(client);
 }
 
-// The same with every query kind: each answers right (and, under ASan,
-// the state it made is not reported as a leak).
+// With every pthread key of the process taken, a thread_local reaper frees
+// the thread's state instead.
+TEST(ThreadExit, StateIsFreedWhenNoPthreadKeyIsLeft) {
+  using C = Counted<2>;
+  std::vector<pthread_key_t> taken;
+  pthread_key_t key;
+  while (pthread_key_create(&key, nullptr) == 0) taken.push_back(key);
+  ASSERT_FALSE(taken.empty());
+  std::thread([] { EXPECT_NE(ThreadOwned<C>::Get(), nullptr); }).join();  // its key is not made
+  for (pthread_key_t k : taken) pthread_key_delete(k);
+  EXPECT_EQ(C::live, 0) << "the thread's T outlived it";
+  std::thread([] { EXPECT_NE(ThreadOwned<C>::Get(), nullptr); }).join();
+  EXPECT_EQ(C::live, 0);
+  EXPECT_EQ(C::found_while_dying, 0);
+}
+
+// The library's own state made by every query kind from a pthread-key
+// destructor: each answers right. Under ASan (scripts/test-sanitizers.sh),
+// LeakSanitizer fails the run if that state is not freed.
 TEST(ThreadExit, QueriesFromAPthreadKeyDestructorAnswerRight) {
   Pools pools;
   g_pools = &pools;

@@ -2,34 +2,36 @@
 // the thread exits, that code running during the exit finds gone rather
 // than freed. One per type: give each use a type of its own.
 //
-// Why not a plain thread_local: a thread's thread_locals are destroyed in
-// the reverse order of their construction, so a caller's own thread_local
-// made before the thread's first query outlives the library's, and a
-// library call from its destructor (a per-thread client that asks once
-// more, or reports an error, as it goes) used freed memory: a review's
-// reproducer aborted in glibc. Here the object is reached through a
-// pointer and a flag that are trivially destructible (readable until the
-// thread is gone), and the reaper that frees the object, registered just
-// before it is made, sets the flag. Get() then answers null, and the
-// caller makes do without (a query of its own, an error without a
-// message).
+// The object is reached through a pointer and a flag that are trivially
+// destructible (readable until the thread is gone), and freed by the
+// destructor of a pthread key, which sets the flag: Get() then answers
+// null, and the caller makes do without (a query of its own, an error
+// without a message).
 //
-// A pthread key backs the reaper up. glibc runs the pthread-key
-// destructors after the thread_local ones, so a thread whose first call
-// comes from a key destructor (a caller's per-thread client kept under a
-// pthread key) registers its reaper too late for it ever to run; the
-// key's destructor, which glibc runs in the same or the next of its
-// rounds, frees the object instead. The reaper clears the key's value as
-// it runs, so on every other thread the key's destructor is never called.
-// It is called only on a thread whose reaper is still pending, and a
-// pending thread_local destructor keeps the library from being unloaded
-// (glibc counts them per object), so dlclose cannot leave the key's
-// destructor pointer dangling. If the key cannot be made (the process
-// used up PTHREAD_KEYS_MAX) or set, the backstop is simply missing: only
-// that late first call's state leaks, as without it.
+// Why a pthread key and not a thread_local: glibc destroys a thread's
+// thread_locals first, in the reverse order of their construction, and
+// runs pthread-key destructors after them, in rounds. A thread_local
+// object was freed before a caller's own thread_local made earlier, whose
+// destructor then queried freed memory (a review's reproducer aborted in
+// glibc); a thread_local reaper registered by a first call made from a
+// pthread-key destructor (a caller's client kept under a key) came too
+// late to run at all, and leaked the thread's state, about 540 KB (a
+// second review). Under a key, the state outlives every thread_local, and
+// a first call from a key destructor is freed in the same or the next
+// round. Only a first call in glibc's last round (the 4th; it takes three
+// destructors each setting a key again) still leaks.
+//
+// The key is deleted when the library is unloaded (and at exit), so
+// dlclose never leaves its destructor pointer behind nor uses up the
+// process's keys over load cycles; a thread still holding state then
+// leaks it. If no key can be made (the process used up PTHREAD_KEYS_MAX)
+// or set, a thread_local reaper frees the object instead, with the
+// ordering above.
 #pragma once
 
 #include <pthread.h>
+
+#include <atomic>
 
 namespace sci {
 
@@ -40,14 +42,16 @@ class ThreadOwned {
   // freed it. Throws what making a T throws (bad_alloc), making nothing.
   static T* Get() {
     if (object_ != nullptr || gone_) return object_;
-    // Constructed, so registered to run at exit, before the object exists:
-    // it runs after the destructor of any thread_local made later.
-    thread_local Reaper reaper;
-    (void)reaper;
-    object_ = new T();
-    const Backstop& backstop = TheBackstop();
-    if (backstop.made) (void)pthread_setspecific(backstop.key, object_);
-    return object_;
+    const Key& key = TheKey();
+    T* object = new T();
+    object_ = object;
+    if (!key.usable.load(std::memory_order_acquire) || pthread_setspecific(key.key, object) != 0) {
+      // Registered now, so it runs at exit after the destructor of any
+      // thread_local made later.
+      thread_local Reaper reaper;
+      (void)reaper;
+    }
+    return object;
   }
 
   // The thread's T if made and not freed yet; never makes one.
@@ -62,22 +66,21 @@ class ThreadOwned {
   }
 
   struct Reaper {
-    ~Reaper() {
-      const Backstop& backstop = TheBackstop();
-      if (backstop.made) (void)pthread_setspecific(backstop.key, nullptr);
-      Reap();
-    }
+    ~Reaper() { Reap(); }
   };
 
-  struct Backstop {
+  struct Key {
     pthread_key_t key{};
-    bool made = false;
-    Backstop() { made = pthread_key_create(&key, [](void*) { Reap(); }) == 0; }
+    std::atomic<bool> usable{false};
+    Key() { usable.store(pthread_key_create(&key, [](void*) { Reap(); }) == 0, std::memory_order_release); }
+    ~Key() {
+      if (usable.exchange(false, std::memory_order_acq_rel)) (void)pthread_key_delete(key);
+    }
   };
-  // Made on the first Get() of any thread; never deleted (see above).
-  static const Backstop& TheBackstop() {
-    static const Backstop backstop;
-    return backstop;
+  // Made by the first Get() of any thread.
+  static const Key& TheKey() {
+    static Key key;
+    return key;
   }
 
   static inline thread_local T* object_ = nullptr;
