@@ -8,9 +8,9 @@
 namespace sci::capi {
 namespace {
 // The calling thread's last error message. ThreadOwned: a call that fails
-// while its thread exits, after the exit freed the message (from a
-// caller's pthread-key destructor run after the library's), returns its
-// status with no message, instead of writing to a freed string.
+// while its thread exits, after the exit freed the message (from the
+// destructor of a caller's thread_local made before it, or of a pthread
+// key), returns its status with no message, not writing to a freed string.
 struct LastError {
   std::string message;
 };

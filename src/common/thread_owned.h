@@ -2,31 +2,32 @@
 // the thread exits, that code running during the exit finds gone rather
 // than freed. One per type: give each use a type of its own.
 //
-// The object is reached through a pointer and a flag that are trivially
-// destructible (readable until the thread is gone), and freed by the
-// destructor of a pthread key, which sets the flag: Get() then answers
+// Why not a plain thread_local: a thread's thread_locals are destroyed in
+// the reverse order of their construction, so a caller's own thread_local
+// made before the thread's first query outlives the library's, and a
+// library call from its destructor (a per-thread client that asks once
+// more, or reports an error, as it goes) used freed memory: a review's
+// reproducer aborted in glibc. Here the object is reached through a
+// pointer and a flag that are trivially destructible (readable until the
+// thread is gone), and the reaper that frees the object, a thread_local
+// registered just before it is made, sets the flag. Get() then answers
 // null, and the caller makes do without (a query of its own, an error
 // without a message).
 //
-// Why a pthread key and not a thread_local: glibc destroys a thread's
-// thread_locals first, in the reverse order of their construction, and
-// runs pthread-key destructors after them, in rounds. A thread_local
-// object was freed before a caller's own thread_local made earlier, whose
-// destructor then queried freed memory (a review's reproducer aborted in
-// glibc); a thread_local reaper registered by a first call made from a
-// pthread-key destructor (a caller's client kept under a key) came too
-// late to run at all, and leaked the thread's state, about 540 KB (a
-// second review). Under a key, the state outlives every thread_local, and
-// a first call from a key destructor is freed in the same or the next
-// round. Only a first call in glibc's last round (the 4th; it takes three
-// destructors each setting a key again) still leaks.
-//
-// The key is deleted when the library is unloaded (and at exit), so
-// dlclose never leaves its destructor pointer behind nor uses up the
-// process's keys over load cycles; a thread still holding state then
-// leaks it. If no key can be made (the process used up PTHREAD_KEYS_MAX)
-// or set, a thread_local reaper frees the object instead, with the
-// ordering above.
+// A pthread key backs the reaper up. glibc runs key destructors after the
+// thread_local ones, so a reaper registered by a thread's first call made
+// from a key destructor (a caller's client kept under a key) never runs;
+// the object is also set as the key's value, and the key's destructor
+// frees it in that round or the next (not after glibc's last, the 4th).
+// The reaper clears the value as it runs, so the key's destructor runs
+// only on a thread whose reaper is pending, and a pending thread_local
+// destructor keeps the library loaded (glibc counts them per object):
+// dlclose never unmaps code an exiting thread is about to run. For the
+// same reason no thread holds a value when the library is unloaded, and
+// the key is deleted then (or at exit), so load cycles do not use up the
+// process's keys. Two reviews chose this over a key alone: without the
+// reaper, dlclose could unmap the key's destructor under an exiting
+// thread, and threads ending after exit() began leaked their state.
 #pragma once
 
 #include <pthread.h>
@@ -42,16 +43,14 @@ class ThreadOwned {
   // freed it. Throws what making a T throws (bad_alloc), making nothing.
   static T* Get() {
     if (object_ != nullptr || gone_) return object_;
-    const Key& key = TheKey();
-    T* object = new T();
-    object_ = object;
-    if (!key.usable.load(std::memory_order_acquire) || pthread_setspecific(key.key, object) != 0) {
-      // Registered now, so it runs at exit after the destructor of any
-      // thread_local made later.
-      thread_local Reaper reaper;
-      (void)reaper;
-    }
-    return object;
+    // Constructed, so registered to run at exit, before the object exists:
+    // it runs after the destructor of any thread_local made later.
+    thread_local Reaper reaper;
+    (void)reaper;
+    MakeKeyOnce();
+    object_ = new T();
+    if (key_usable_.load(std::memory_order_acquire)) (void)pthread_setspecific(key_, object_);
+    return object_;
   }
 
   // The thread's T if made and not freed yet; never makes one.
@@ -66,23 +65,28 @@ class ThreadOwned {
   }
 
   struct Reaper {
-    ~Reaper() { Reap(); }
-  };
-
-  struct Key {
-    pthread_key_t key{};
-    std::atomic<bool> usable{false};
-    Key() { usable.store(pthread_key_create(&key, [](void*) { Reap(); }) == 0, std::memory_order_release); }
-    ~Key() {
-      if (usable.exchange(false, std::memory_order_acq_rel)) (void)pthread_key_delete(key);
+    ~Reaper() {
+      if (key_usable_.load(std::memory_order_acquire)) (void)pthread_setspecific(key_, nullptr);
+      Reap();
     }
   };
-  // Made by the first Get() of any thread.
-  static const Key& TheKey() {
-    static Key key;
-    return key;
+
+  // The key is made by the first Get() of any thread and deleted by the
+  // maker's destructor, at dlclose or exit; its state is trivially
+  // destructible, so a reaper running after that reads it safely.
+  struct KeyMaker {
+    KeyMaker() { key_usable_.store(pthread_key_create(&key_, [](void*) { Reap(); }) == 0, std::memory_order_release); }
+    ~KeyMaker() {
+      if (key_usable_.exchange(false, std::memory_order_acq_rel)) (void)pthread_key_delete(key_);
+    }
+  };
+  static void MakeKeyOnce() {
+    static KeyMaker maker;
+    (void)maker;
   }
 
+  static inline pthread_key_t key_{};
+  static inline std::atomic<bool> key_usable_{false};
   static inline thread_local T* object_ = nullptr;
   static inline thread_local bool gone_ = false;
 };
