@@ -27,12 +27,13 @@
 // the key is deleted then (or at exit), so load cycles do not use up the
 // process's keys. Two reviews chose this over a key alone: without the
 // reaper, dlclose could unmap the key's destructor under an exiting
-// thread, and threads ending after exit() began leaked their state.
+// thread, and threads ending after exit() began leaked their state. The
+// price: dlclose does not unload the library while a thread that used it
+// lives, nor ever after a first call from a key destructor (that reaper
+// stays pending).
 #pragma once
 
 #include <pthread.h>
-
-#include <atomic>
 
 namespace sci {
 
@@ -49,7 +50,7 @@ class ThreadOwned {
     (void)reaper;
     MakeKeyOnce();
     object_ = new T();
-    if (key_usable_.load(std::memory_order_acquire)) (void)pthread_setspecific(key_, object_);
+    SetKeyValue(object_);
     return object_;
   }
 
@@ -66,27 +67,44 @@ class ThreadOwned {
 
   struct Reaper {
     ~Reaper() {
-      if (key_usable_.load(std::memory_order_acquire)) (void)pthread_setspecific(key_, nullptr);
+      SetKeyValue(nullptr);
       Reap();
     }
   };
 
   // The key is made by the first Get() of any thread and deleted by the
-  // maker's destructor, at dlclose or exit; its state is trivially
-  // destructible, so a reaper running after that reads it safely.
+  // maker's destructor, at dlclose or exit. Its state is trivially
+  // destructible and never destroyed, so a reaper running after that reads
+  // it safely. The mutex orders each value set against the deletion: at
+  // exit() other threads still run, and a value set on a deleted key whose
+  // slot another key had taken since would be handed, freed, to that
+  // key's destructor (a review's reproducer).
   struct KeyMaker {
-    KeyMaker() { key_usable_.store(pthread_key_create(&key_, [](void*) { Reap(); }) == 0, std::memory_order_release); }
+    KeyMaker() {
+      pthread_mutex_lock(&key_mu_);
+      key_usable_ = pthread_key_create(&key_, [](void*) { Reap(); }) == 0;
+      pthread_mutex_unlock(&key_mu_);
+    }
     ~KeyMaker() {
-      if (key_usable_.exchange(false, std::memory_order_acq_rel)) (void)pthread_key_delete(key_);
+      pthread_mutex_lock(&key_mu_);
+      if (key_usable_) (void)pthread_key_delete(key_);
+      key_usable_ = false;
+      pthread_mutex_unlock(&key_mu_);
     }
   };
   static void MakeKeyOnce() {
     static KeyMaker maker;
     (void)maker;
   }
+  static void SetKeyValue(void* value) {
+    pthread_mutex_lock(&key_mu_);
+    if (key_usable_) (void)pthread_setspecific(key_, value);
+    pthread_mutex_unlock(&key_mu_);
+  }
 
+  static inline pthread_mutex_t key_mu_ = PTHREAD_MUTEX_INITIALIZER;
   static inline pthread_key_t key_{};
-  static inline std::atomic<bool> key_usable_{false};
+  static inline bool key_usable_ = false;  // guarded by key_mu_
   static inline thread_local T* object_ = nullptr;
   static inline thread_local bool gone_ = false;
 };
