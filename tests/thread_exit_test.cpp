@@ -123,7 +123,8 @@ TEST(ThreadExit, QueriesFromACallersThreadLocalDestructorAnswerRight) {
   g_pools = nullptr;
 }
 
-// A thread_local made after the thread's first query.
+// A thread_local made after the thread's first query is destroyed before
+// the library's reaper runs: its queries find that state still there.
 TEST(ThreadExit, QueriesFromAThreadLocalMadeAfterTheFirstQueryAnswerRight) {
   Pools pools;
   g_pools = &pools;
