@@ -30,8 +30,14 @@
 //                        that size, >= 1M events in all
 //   contains_ns          Index::Contains (what sci_index_contains calls) of
 //                        100,000 random present foreign keys, made beforehand,
-//                        each asked once: wall time per call (1.4's target:
-//                        at 100M within 1.3x of 1M)
+//                        each asked once, back to back: wall time per call
+//                        (1.4's target: at 100M within 1.3x of 1M);
+//                        contains_ns_evict8m, contains_ns_dram512m: 300 such
+//                        calls, each timed alone after the sweep, medians;
+//                        clock_ns_evict8m, clock_ns_dram512m: the same timing
+//                        of no call (included in those medians); line_ns: a
+//                        random line of a buffer the index's size, read back
+//                        to back (contains_ns' floor)
 //   fill_s, process_peak_MB   the fill's wall time, and the process's peak RSS
 //                        from the fill's start to the size's end (what the
 //                        machine must have for the size)
@@ -50,6 +56,7 @@
 #include "bench_support.h"
 #include "cold_fixture.h"
 #include "production_stream.h"
+#include "random_line_floor.h"
 #include "wire/message_apply.h"
 
 namespace sci::bench {
@@ -139,25 +146,80 @@ double MeasureDecodeApply(benchmark::State& state, ColdFixture& fixture, size_t 
   return static_cast<double>(events) / seconds;
 }
 
-// Asks the index about kContainsCalls random present foreign keys (pages
-// [0, foreign_keys / 16), stored by ColdFixture with salt 77): wall
-// nanoseconds per call, or a negative value if one was not found.
-double MeasureContains(ColdFixture& fixture, uint64_t foreign_keys) {
-  constexpr size_t kContainsCalls = 100'000;
+// Random present foreign keys (pages [0, foreign_keys / 16), stored by
+// ColdFixture with salt 77), `count` of them, made beforehand.
+std::vector<std::string> RandomForeignKeys(uint64_t foreign_keys, size_t count) {
   std::mt19937_64 rng(foreign_keys);
   std::vector<std::string> keys;
-  keys.reserve(kContainsCalls);
-  for (size_t i = 0; i < kContainsCalls; ++i) {
+  keys.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
     const uint64_t k = rng() % foreign_keys;
     const uint64_t slot = k % 16;
     keys.push_back(ForeignPageHash(k / 16, 77) + "_" + std::to_string(slot / 2) + (slot % 2 == 0 ? "_k" : "_v"));
   }
+  return keys;
+}
+
+// Index::Contains of random present foreign keys, each asked once: ns per
+// call, or a negative value if one was not found. With kNone, 100,000
+// calls back to back, the wall time per call: the loop's own calls keep a
+// small index in the caches. Otherwise each of 300 calls is timed alone
+// after `evict`, as a router calls between other work, and the median is
+// returned: at every size the index's lines then come from where the
+// eviction left them (dram512m: DRAM at 1M as at 100M), so the ratio
+// between sizes shows what the index adds at scale, apart from the
+// machine's caches.
+double MeasureContains(ColdFixture& fixture, uint64_t foreign_keys, Eviction evict) {
+  const std::vector<std::string> keys = RandomForeignKeys(foreign_keys, evict == Eviction::kNone ? 100'000 : 300);
   const Index& index = fixture.index();
   size_t found = 0;
+  if (evict == Eviction::kNone) {
+    const auto start = Clock::now();
+    for (const std::string& key : keys) found += index.Contains({}, key) ? 1 : 0;
+    const double seconds = Seconds(Clock::now() - start);
+    return found == keys.size() ? seconds * 1e9 / static_cast<double>(keys.size()) : -1;
+  }
+  std::vector<double> micros;
+  micros.reserve(keys.size());
+  for (const std::string& key : keys) {
+    fixture.Evict(evict);
+    const auto start = Clock::now();
+    found += index.Contains({}, key) ? 1 : 0;
+    micros.push_back(Micros(Clock::now() - start));
+  }
+  return found == keys.size() ? Median(std::move(micros)) * 1000 : -1;
+}
+
+// The floor under a random lookup back to back: ns per read of random
+// lines, one after another, each read's address waiting for the last read's
+// value, in a buffer of `bytes` mapped as the index's tables are.
+double MeasureDependentLine(size_t bytes) {
+  const TableSizedBuffer buffer(bytes);
+  std::mt19937_64 rng(3);
+  std::vector<size_t> offsets(100'000);
+  for (size_t& offset : offsets) offset = rng() % buffer.lines() * 64;
+  uint8_t last = 1;  // every byte is 1: `last - 1` is 0, known only once read
+  uint64_t sum = 0;
   const auto start = Clock::now();
-  for (const std::string& key : keys) found += index.Contains({}, key) ? 1 : 0;
+  for (const size_t offset : offsets) {
+    last = buffer.data()[offset + last - 1u];
+    sum += last;
+  }
   const double seconds = Seconds(Clock::now() - start);
-  return found == keys.size() ? seconds * 1e9 / static_cast<double>(keys.size()) : -1;
+  benchmark::DoNotOptimize(sum);
+  return seconds * 1e9 / static_cast<double>(offsets.size());
+}
+
+// What MeasureContains' timing costs with no call between the clock reads,
+// after the same eviction: median ns of 300 (part of every timed call).
+double MeasureClockAlone(ColdFixture& fixture, Eviction evict) {
+  std::vector<double> micros;
+  for (int i = 0; i < 300; ++i) {
+    fixture.Evict(evict);
+    const auto start = Clock::now();
+    micros.push_back(Micros(Clock::now() - start));
+  }
+  return Median(std::move(micros)) * 1000;
 }
 
 bool HoldsExactly(benchmark::State& state, ColdFixture& fixture, uint64_t keys, const char* when) {
@@ -188,12 +250,21 @@ void BM_Scale(benchmark::State& state, ScaleSize size) {
 
     if (!MeasureColdQueries(state, *fixture, Eviction::kNone, "")) return;
     if (size.dram512m && !MeasureColdQueries(state, *fixture, Eviction::kDram, "_dram512m")) return;
-    const double contains_ns = MeasureContains(*fixture, size.keys - kPromptKeys);
-    if (contains_ns < 0) {
-      state.SkipWithError("a present key was not found");
-      return;
+    state.counters["line_ns"] = MeasureDependentLine(fixture->index_bytes());
+    for (const Eviction evict : {Eviction::kNone, Eviction::kPrivateCaches, Eviction::kDram}) {
+      if (evict == Eviction::kDram && !size.dram512m) continue;
+      const double contains_ns = MeasureContains(*fixture, size.keys - kPromptKeys, evict);
+      if (contains_ns < 0) {
+        state.SkipWithError("a present key was not found");
+        return;
+      }
+      if (evict == Eviction::kNone) {
+        state.counters["contains_ns"] = contains_ns;
+      } else {
+        state.counters[std::string("contains_ns_") + EvictionName(evict)] = contains_ns;
+        state.counters[std::string("clock_ns_") + EvictionName(evict)] = MeasureClockAlone(*fixture, evict);
+      }
     }
-    state.counters["contains_ns"] = contains_ns;
 
     const double rate = MeasureDecodeApply(state, *fixture, size.stream_cycles);
     if (rate < 0 || !HoldsExactly(state, *fixture, size.keys, "after the churn")) return;

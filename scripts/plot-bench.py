@@ -482,6 +482,13 @@ def scale_rows(r, row):
     growth("fastpath_ns_per_page", "fresh cold prompts (rotation), fast path per page", 1.3,
            f"after the 512 MiB sweep: {listing('fastpath_ns_per_page_dram512m', ' ns')}; vs hashing alone "
            f"{listing('fastpath_over_hashing', '×')}")
+    # 1.4's page store row: a random contains at 100M within 1.3x of 1M.
+    growth("contains_ns_dram512m", "random `sci_index_contains` (`Index::Contains`), each call timed alone after "
+           "the 512 MiB sweep", 1.3,
+           f"medians of 300; after the 8 MiB sweep {listing('contains_ns_evict8m', ' ns')}; the clock's own "
+           f"{fmt(r.counter(scale_name(at), 'clock_ns_dram512m'), ' ns')} included")
+    growth("contains_ns", "random `sci_index_contains`, 100,000 calls back to back (a small index stays in the "
+           "caches)", 1.3, f"the floor, a random line read back to back in a buffer the index's size: {listing('line_ns', ' ns')}")
     rate = r.counter(scale_name(at), "decode_apply_events_per_s")
     if rate:
         row(f"scale: decode + apply at {at.upper()} keys, 64-event production batches", "≥ 1M events/s at 100M",
