@@ -38,19 +38,25 @@ if [[ $which == all || $which == tsan ]]; then
   # Redis, the leader killed, the subscriber following the new one), the
   # vLLM chunk queries against a writer flipping their keys, the
   # Redis view read cancelled from another thread, the stuck warnings,
-  # tier queries against a writer moving objects between media, and a resync
-  # anchored to a lagging publisher queue (its worker, the admin server).
+  # tier queries against a writer moving objects between media, a resync
+  # anchored to a lagging publisher queue (its worker, the admin server),
+  # and the per-thread state freed as threads exit (common/thread_owned.h).
   tsan_targets=""
   for t in index_concurrency_test page_query_concurrency_test vllm_concurrency_test index_model_test subscriber_test \
            fault_injection_test rw_lock_test striped_counter_test capi_callback_test resync_test leader_follow_test \
            failover_test redis_ha_test subscriber_stuck_test tiers_test anchored_catch_up_test \
-           publisher_restart_test resync_against_restarts_test; do
+           publisher_restart_test resync_against_restarts_test thread_exit_test; do
     grep -q "_test($t " tests/CMakeLists.txt && tsan_targets+=" $t"
   done
   # shellcheck disable=SC2086
-  cmake --build build-tsan -j"$jobs" --target $tsan_targets
+  cmake --build build-tsan -j"$jobs" --target $tsan_targets library_unload_test
   for t in $tsan_targets; do
     echo "== tsan: $t"
     SCI_MODEL_TEST_SEEDS=20 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" "build-tsan/tests/$t"
   done
+  # The library loaded and unloaded while its threads exit. Without
+  # tests/tsan.supp: TSan stops when a library its called_from_lib lines
+  # match (libzmq) is unloaded, and this test uses no socket.
+  echo "== tsan: library_unload_test"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" build-tsan/tests/library_unload_test
 fi
