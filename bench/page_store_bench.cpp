@@ -470,9 +470,8 @@ void BM_Contains(benchmark::State& state, uint64_t n) {
   if (hits != static_cast<size_t>(state.iterations())) state.SkipWithError("a stored key missed");
 }
 // Reads random lines of a buffer the size of ContainsFixture(n)'s tables,
-// one an iteration, in BM_Contains' loop: overlapped (the core runs ahead
-// to the next reads while one is out), or dependent (each read's address
-// waits for the last read's value, as a lookup that must finish first).
+// one an iteration, in BM_Contains' loop, overlapped or dependent
+// (random_line_floor.h, ReadLine).
 void BM_RandomLineFloor(benchmark::State& state, uint64_t n, bool dependent) {
   static std::unique_ptr<TableSizedBuffer> buffer;
   static uint64_t buffer_n = 0;
@@ -481,14 +480,12 @@ void BM_RandomLineFloor(benchmark::State& state, uint64_t n, bool dependent) {
     buffer = std::make_unique<TableSizedBuffer>(ContainsFixtureOf(n).store.allocated_bytes());
     buffer_n = n;
   }
-  std::vector<size_t> offsets;
-  std::mt19937_64 rng(3);
-  for (int i = 0; i < 1 << 20; ++i) offsets.push_back(rng() % buffer->lines() * 64);
+  const std::vector<size_t> offsets = RandomLineOffsets(*buffer, 1 << 20);
   size_t i = 0;
   uint64_t sum = 0;
-  uint8_t last = 1;  // every byte is 1: `last - 1` is 0, known only once read
+  uint8_t last = 1;
   for (auto _ : state) {
-    last = buffer->data()[offsets[i] + (dependent ? last - 1u : 0u)];
+    last = ReadLine(*buffer, offsets[i], last, dependent);
     sum += last;
     i = (i + 1) & ((1 << 20) - 1);
   }

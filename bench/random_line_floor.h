@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -57,6 +58,22 @@ class TableSizedBuffer {
   void* mapped_ = nullptr;
   uint8_t* data_ = nullptr;
 };
+
+// Byte offsets of `count` random lines of `buffer`, the same every run.
+inline std::vector<size_t> RandomLineOffsets(const TableSizedBuffer& buffer, size_t count) {
+  std::mt19937_64 rng(3);
+  std::vector<size_t> offsets(count);
+  for (size_t& offset : offsets) offset = rng() % buffer.lines() * 64;
+  return offsets;
+}
+
+// Reads the line at `offset`. With `dependent`, its address waits for
+// `last`, the value of the read before (every byte is 1: `last - 1` is 0,
+// but known only once read), as a lookup that must finish before the next
+// starts; without, the core runs ahead to the next reads while one is out.
+inline uint8_t ReadLine(const TableSizedBuffer& buffer, size_t offset, uint8_t last, bool dependent) {
+  return buffer.data()[offset + (dependent ? last - 1u : 0u)];
+}
 
 class RandomLineFloor {
  public:

@@ -166,10 +166,10 @@ std::vector<std::string> RandomForeignKeys(uint64_t foreign_keys, size_t count) 
 // calls back to back, the wall time per call: the loop's own calls keep a
 // small index in the caches. Otherwise each of 300 calls is timed alone
 // after `evict` and a read of the key, as a router calls between other
-// work, and the median is returned: at every size the index's lines then come from where the
-// eviction left them (dram512m: DRAM at 1M as at 100M), so the ratio
-// between sizes shows what the index adds at scale, apart from the
-// machine's caches.
+// work, and the median is returned: at every size the index's lines then
+// come from where the eviction left them (dram512m: DRAM at 1M as at
+// 100M), so the ratio between sizes shows what the index adds at scale,
+// apart from the machine's caches.
 double MeasureContains(ColdFixture& fixture, uint64_t foreign_keys, Eviction evict) {
   const std::vector<std::string> keys = RandomForeignKeys(foreign_keys, evict == Eviction::kNone ? 100'000 : 300);
   const Index& index = fixture.index();
@@ -199,14 +199,12 @@ double MeasureContains(ColdFixture& fixture, uint64_t foreign_keys, Eviction evi
 // value, in a buffer of `bytes` mapped as the index's tables are.
 double MeasureDependentLine(size_t bytes) {
   const TableSizedBuffer buffer(bytes);
-  std::mt19937_64 rng(3);
-  std::vector<size_t> offsets(100'000);
-  for (size_t& offset : offsets) offset = rng() % buffer.lines() * 64;
-  uint8_t last = 1;  // every byte is 1: `last - 1` is 0, known only once read
+  const std::vector<size_t> offsets = RandomLineOffsets(buffer, 100'000);
+  uint8_t last = 1;
   uint64_t sum = 0;
   const auto start = Clock::now();
   for (const size_t offset : offsets) {
-    last = buffer.data()[offset + last - 1u];
+    last = ReadLine(buffer, offset, last, /*dependent=*/true);
     sum += last;
   }
   const double seconds = Seconds(Clock::now() - start);
